@@ -1,0 +1,5 @@
+"""relayflow: durable Python workflows on AWS serverless."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

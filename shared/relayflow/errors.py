@@ -1,0 +1,198 @@
+"""The whole exception tree of relayflow.
+
+User-facing errors derive from :class:`RelayflowError`. Control-flow signals that must never be
+caught by user code (suspending a body, cancelling it) derive from ``BaseException`` instead.
+This module imports nothing else from relayflow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+USER_ERROR = "USER_ERROR"
+RUNTIME_ERROR = "RUNTIME_ERROR"
+
+
+class RelayflowError(Exception):
+    """Base class of every error relayflow raises or serialises.
+
+    Attributes:
+        code: A stable machine-readable code (``FATAL``, ``TIMEOUT``...).
+        category: ``USER_ERROR`` or ``RUNTIME_ERROR``.
+        data: Optional JSON data carried with the error.
+    """
+
+    code: str = "UNKNOWN"
+    category: str = USER_ERROR
+
+    def __init__(self, message: str = "", *, code: str | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.data = data
+
+
+class FatalError(RelayflowError):
+    """An error that is never retried, whatever its code."""
+
+    code = "FATAL"
+
+
+class RetryableError(RelayflowError):
+    """An error that asks to be retried, optionally after ``retry_after`` (ms or duration)."""
+
+    code = "RETRYABLE"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retry_after: int | str | None = None,
+        code: str | None = None,
+        data: Any = None,
+    ) -> None:
+        super().__init__(message, code=code, data=data)
+        self.retry_after = retry_after
+
+
+class StepTimeoutError(RelayflowError):
+    """A step attempt ran longer than its ``timeout``."""
+
+    code = "TIMEOUT"
+    category = RUNTIME_ERROR
+
+
+class StepInterruptedError(RelayflowError):
+    """An ``at_most_once`` step attempt started but never finished; it is not re-run."""
+
+    code = "STEP_INTERRUPTED"
+    category = RUNTIME_ERROR
+
+
+class StepFailedError(RelayflowError):
+    """A step failed for good; raised in the body with the journalled code and message."""
+
+
+class WaitTimeoutError(RelayflowError):
+    """A wait reached its timeout with ``on_timeout="raise"``."""
+
+    code = "WAIT_TIMEOUT"
+
+
+class HeartbeatTimeoutError(WaitTimeoutError):
+    """A token wait missed its heartbeat deadline."""
+
+    code = "HEARTBEAT_TIMEOUT"
+
+
+class TokenFailedError(RelayflowError):
+    """An external party failed a token the workflow was waiting on."""
+
+    code = "TOKEN_FAILED"
+
+
+class ChildRunError(RelayflowError):
+    """A child run started with ``ctx.invoke`` ended without completing."""
+
+    code = "CHILD_RUN_ENDED"
+
+
+class NonDeterminismError(RelayflowError):
+    """The body no longer matches its journal (a different kind at an id, or a lost step)."""
+
+    code = "NON_DETERMINISM"
+    category = RUNTIME_ERROR
+
+
+class ConditionCheckError(RelayflowError):
+    """The ``check`` function of ``ctx.wait_for_condition`` raised."""
+
+    code = "CONDITION_CHECK_FAILED"
+
+
+class ServiceNotFoundError(RelayflowError):
+    """``ctx.services.resolve`` was asked for a service nobody registered."""
+
+    code = "SERVICE_NOT_FOUND"
+
+
+class WorkflowNotFoundError(RelayflowError):
+    """No workflow is registered under the requested id."""
+
+    code = "workflow_not_found"
+
+
+class ValidationError(RelayflowError):
+    """Bad input to a relayflow API (the message names the offending value)."""
+
+    code = "VALIDATION"
+
+
+class RunNotFoundError(RelayflowError):
+    """No run exists with the requested id."""
+
+    code = "not_found"
+
+
+class RunTerminalError(RelayflowError):
+    """The run already finished; it never changes again."""
+
+    code = "run_terminal"
+
+
+class NotParkedError(RelayflowError):
+    """The run is not waiting on anything an injection could resolve."""
+
+    code = "not_parked"
+
+
+class StaleRunError(RelayflowError):
+    """A conditional save lost a race: the stored run has a newer version."""
+
+    code = "stale_run"
+    category = RUNTIME_ERROR
+
+
+class RunAlreadyExistsError(RelayflowError):
+    """An insert met an existing run with the same id; ``existing`` is that run."""
+
+    code = "run_exists"
+
+    def __init__(self, existing: Any) -> None:
+        super().__init__("run already exists")
+        self.existing = existing
+
+
+class DriverShutdownError(RelayflowError):
+    """The driver was shut down; it refuses new work."""
+
+    code = "driver_shutdown"
+    category = RUNTIME_ERROR
+
+
+class DispatchError(RelayflowError):
+    """A step host could not be reached or answered badly.
+
+    Attributes:
+        transient: True when retrying may succeed (timeouts, 429, 5xx, unreachable).
+        status: The HTTP status (or equivalent) the host answered, when there was one.
+    """
+
+    code = "handler_error"
+    category = RUNTIME_ERROR
+
+    def __init__(
+        self, message: str, *, transient: bool, status: int | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.transient = transient
+        self.status = status
+
+
+class SuspendSignal(BaseException):
+    """Raised inside a body to stop the invocation at an unresolved wait."""
+
+
+class CancelledSignal(BaseException):
+    """Raised inside a body when the run was cancelled while it ran."""

@@ -1,0 +1,259 @@
+"""Wire models of the step protocol (reference protocol v1), camelCase on the wire.
+
+The orchestrator sends a :class:`StepRequest` to a step host; the host replays the workflow body
+against the request's :class:`Journal` and answers with one :data:`StepResponse` variant.
+Unknown fields are kept (``extra="allow"``) so journals written by newer hosts survive a round
+trip through older ones.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+PROTOCOL_VERSION = 1
+#: The reference's "no deadline" value (JavaScript's Number.MAX_SAFE_INTEGER).
+NO_DEADLINE = 9007199254740991
+
+Environment = Literal["production", "preview", "development"]
+ENVIRONMENTS: tuple[str, ...] = ("production", "preview", "development")
+ErrorCategory = Literal["USER_ERROR", "RUNTIME_ERROR"]
+WaitpointKind = Literal["DATETIME", "EVENT", "SIGNAL", "MANUAL", "RUN"]
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: camelCase aliases, population by name, unknown fields kept."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", ser_json_inf_nan="null"
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict with camelCase keys and unset optionals left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class SerializedError(WireModel):
+    """An error as it crosses the wire and as the run record keeps it."""
+
+    category: ErrorCategory = "USER_ERROR"
+    code: str = "UNKNOWN"
+    message: str = ""
+    name: str | None = None
+    stack: str | None = None
+    cause: SerializedError | None = None
+    data: Any = None
+
+
+class StepAttempt(WireModel):
+    """One attempt of a step: every attempt is journalled with its outcome."""
+
+    attempt: int
+    status: Literal["ok", "err", "started"]
+    started_at: int
+    finished_at: int | None = None
+    error: SerializedError | None = None
+
+
+class StepJournalEntry(WireModel):
+    """The journalled state of one step id.
+
+    ``status`` is ``ok``/``err`` once the step is final, ``started`` while an ``at_most_once``
+    attempt is in flight, and ``retrying`` while a failed attempt waits for its next one.
+    """
+
+    status: Literal["ok", "err", "started", "retrying"]
+    output: Any = None
+    error: SerializedError | None = None
+    attempt: int = 1
+    started_at: int = 0
+    finished_at: int | None = None
+    runtime: str = "edge"
+    kind: str = "step"
+    next_attempt_at: int | None = None
+    attempts: list[StepAttempt] = Field(default_factory=list)
+
+
+class WaitpointResolution(WireModel):
+    """How a wait was resolved: by an injection, an alarm, a child's end or a timeout."""
+
+    kind: WaitpointKind
+    resolved_at: int
+    payload: Any = None
+    source: Literal["live", "inbox", "replay", "timeout"] = "live"
+    matched_event_id: str | None = None
+    error: SerializedError | None = None
+    timed_out: bool | None = None
+
+
+class WaitpointRegistration(WireModel):
+    """Orchestrator-owned facts about a wait, fixed when it is first registered."""
+
+    kind: WaitpointKind
+    registered_at: int
+    wake_at: int | None = None
+    deadline: int | None = None
+    heartbeat_deadline: int | None = None
+
+
+class StreamCompletion(WireModel):
+    """A stream that finished: replays skip its source."""
+
+    chunk_count: int
+
+
+class Journal(WireModel):
+    """Everything a replay needs: step results, resolved waits, streams and orchestrator state."""
+
+    step_results: dict[str, StepJournalEntry] = Field(default_factory=dict)
+    waitpoints_resolved: dict[str, WaitpointResolution] = Field(default_factory=dict)
+    waitpoints_registered: dict[str, WaitpointRegistration] = Field(default_factory=dict)
+    compensations_run: dict[str, Any] = Field(default_factory=dict)
+    metadata_state: dict[str, Any] = Field(default_factory=dict)
+    streams_completed: dict[str, StreamCompletion] = Field(default_factory=dict)
+
+
+class TenantMeta(WireModel):
+    """Who owns the run; ``tenant_script`` selects the dispatcher."""
+
+    tenant_id: str = "default"
+    project_id: str = "default"
+    organization_id: str = "default"
+    project_slug: str | None = None
+    organization_slug: str | None = None
+    tenant_script: str | None = None
+
+
+class RunTrigger(WireModel):
+    """What started a run: ``api``, ``schedule``, ``event`` or ``parent`` (extra keys kept)."""
+
+    kind: Literal["api", "schedule", "event", "parent"] = "api"
+
+
+class RunMeta(WireModel):
+    """Facts about the run that the body may read through ``ctx.run``."""
+
+    number: int = 1
+    attempt: int = 1
+    triggered_by: RunTrigger = Field(default_factory=RunTrigger)
+    tags: list[str] = Field(default_factory=list)
+    started_at: int = 0
+
+
+class StepRequest(WireModel):
+    """One invocation of a workflow body against its journal."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    run_id: str
+    workflow_id: str
+    workflow_version: str = "v1"
+    invocation_count: int = Field(ge=1)
+    input: Any = None
+    journal: Journal = Field(default_factory=Journal)
+    environment: Environment = "development"
+    deadline: int = NO_DEADLINE
+    tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
+    run_meta: RunMeta = Field(default_factory=RunMeta)
+
+
+class Waitpoint(WireModel):
+    """A wait the body registered and could not resolve from its journal."""
+
+    client_waitpoint_id: str
+    kind: WaitpointKind
+    meta: dict[str, Any] = Field(default_factory=dict)
+    timeout_ms: int | None = None
+
+
+class MetadataUpdate(WireModel):
+    """A run-metadata mutation; ``id`` makes replays idempotent."""
+
+    op: Literal["set", "increment", "append", "remove"]
+    key: str
+    value: Any = None
+    id: str | None = None
+
+
+class StreamChunk(WireModel):
+    """One chunk of a ``ctx.stream``; a final chunk with ``chunk=None`` closes it."""
+
+    stream_id: str
+    seq: int
+    encoding: Literal["text", "json", "bytes"] = "json"
+    chunk: Any = None
+    final: bool = False
+    at: int = 0
+
+
+class CompensationReport(WireModel):
+    """The outcome of one compensation."""
+
+    step_id: str
+    status: Literal["ok", "err"]
+    error: SerializedError | None = None
+    duration_ms: int = 0
+
+
+class _ResponseBase(WireModel):
+    journal: Journal = Field(default_factory=Journal)
+    metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
+    stream_chunks: list[StreamChunk] = Field(default_factory=list)
+
+
+class CompletedResponse(_ResponseBase):
+    status: Literal["completed"] = "completed"
+    output: Any = None
+
+
+class FailedResponse(_ResponseBase):
+    status: Literal["failed"] = "failed"
+    error: SerializedError
+
+
+class WaitingResponse(_ResponseBase):
+    status: Literal["waiting"] = "waiting"
+    waitpoints: list[Waitpoint]
+
+
+class CancelledResponse(_ResponseBase):
+    status: Literal["cancelled"] = "cancelled"
+    compensations: list[CompensationReport] = Field(default_factory=list)
+
+
+class CompensatedResponse(_ResponseBase):
+    status: Literal["compensated"] = "compensated"
+    error: SerializedError | None = None
+    compensations: list[CompensationReport] = Field(default_factory=list)
+
+
+class CompensationFailedResponse(_ResponseBase):
+    status: Literal["compensation_failed"] = "compensation_failed"
+    error: SerializedError | None = None
+    compensations: list[CompensationReport] = Field(default_factory=list)
+
+
+StepResponse = Annotated[
+    CompletedResponse
+    | FailedResponse
+    | WaitingResponse
+    | CancelledResponse
+    | CompensatedResponse
+    | CompensationFailedResponse,
+    Field(discriminator="status"),
+]
+STEP_RESPONSE_ADAPTER: TypeAdapter[StepResponse] = TypeAdapter(StepResponse)
+
+
+def parse_step_response(raw: Any) -> StepResponse:
+    """Validate a step host's answer; raises ``pydantic.ValidationError`` when it is not one."""
+    return STEP_RESPONSE_ADAPTER.validate_python(raw)
+
+
+class ErrorEnvelope(WireModel):
+    """The body of every refused request: ``{"error": code, "message": ...}``."""
+
+    error: str
+    message: str
+    details: Any = None

@@ -68,10 +68,30 @@ class StepInterruptedError(RelayflowError):
 
     code = "STEP_INTERRUPTED"
     category = RUNTIME_ERROR
+    #: The journal key of the step, when the error comes from a step.
+    step_id: str | None = None
 
 
 class StepFailedError(RelayflowError):
-    """A step failed for good; raised in the body with the journalled code and message."""
+    """A step failed for good; raised in the body with the journalled code and message.
+
+    Attributes:
+        step_id: The journal key of the step that failed.
+        error_name: The class name of the error the last attempt raised.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str | None = None,
+        data: Any = None,
+        step_id: str | None = None,
+        error_name: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, data=data)
+        self.step_id = step_id
+        self.error_name = error_name
 
 
 class WaitTimeoutError(RelayflowError):
@@ -196,3 +216,11 @@ class SuspendSignal(BaseException):
 
 class CancelledSignal(BaseException):
     """Raised inside a body when the run was cancelled while it ran."""
+
+
+class HostCrashSignal(BaseException):
+    """Simulates the step host dying mid-invocation (``relayflow.testing.crash()``)."""
+
+
+class CompensateRequestedSignal(BaseException):
+    """Raised by ``ctx.compensate()``: the body stops and every registered compensation runs."""

@@ -55,6 +55,9 @@ class StepAttempt(WireModel):
     started_at: int
     finished_at: int | None = None
     error: SerializedError | None = None
+    #: The invocation that journalled an ``at_most_once`` attempt as started; the attempt runs
+    #: in the invocation right after it, and any later invocation finds it interrupted.
+    invocation: int | None = None
 
 
 class StepJournalEntry(WireModel):
@@ -74,6 +77,10 @@ class StepJournalEntry(WireModel):
     kind: str = "step"
     next_attempt_at: int | None = None
     attempts: list[StepAttempt] = Field(default_factory=list)
+    #: Metadata updates made inside the step body, re-emitted (same ids) on every replay.
+    metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
+    #: Journal keys of the compensable steps a group or branch registered before it finished.
+    compensables: list[str] = Field(default_factory=list)
 
 
 class WaitpointResolution(WireModel):
@@ -102,6 +109,8 @@ class StreamCompletion(WireModel):
     """A stream that finished: replays skip its source."""
 
     chunk_count: int
+    #: Set when the stream's source raised: replays raise it again instead of re-reading.
+    error: SerializedError | None = None
 
 
 class Journal(WireModel):
@@ -142,6 +151,13 @@ class RunMeta(WireModel):
     started_at: int = 0
 
 
+class CancelDirective(WireModel):
+    """Set on a request that asks the host to stop the body and, optionally, compensate."""
+
+    reason: str | None = None
+    compensate: bool = False
+
+
 class StepRequest(WireModel):
     """One invocation of a workflow body against its journal."""
 
@@ -156,6 +172,7 @@ class StepRequest(WireModel):
     deadline: int = NO_DEADLINE
     tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
     run_meta: RunMeta = Field(default_factory=RunMeta)
+    cancel: CancelDirective | None = None
 
 
 class Waitpoint(WireModel):

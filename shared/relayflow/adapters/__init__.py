@@ -1,0 +1,1 @@
+"""Adapters of the ports: in memory (tests, local runs) and AWS."""

@@ -1,0 +1,1 @@
+"""The orchestrator core: run record, pure transitions and their effects; no I/O."""

@@ -1,0 +1,150 @@
+"""The run record: everything the orchestrator keeps about one run, stored as one document.
+
+Reference §3.1 fields plus the fixes of DESIGN §4.9 (version, lease, inbox, wake time,
+applied metadata ids, compensation reports, timeout deadline, operations count, children).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from relayflow.protocol import (
+    CancelDirective,
+    CompensationReport,
+    Journal,
+    RunTrigger,
+    SerializedError,
+    StreamChunk,
+    TenantMeta,
+    Waitpoint,
+)
+
+RunStatus = Literal[
+    "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"
+]
+TERMINAL_STATUSES: frozenset[str] = frozenset(
+    {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
+)
+InjectionKind = Literal["EVENT", "SIGNAL", "MANUAL"]
+
+
+class RecordModel(BaseModel):
+    """Base of the stored models: camelCase when serialised, unknown fields kept."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON-ready stored form (camelCase keys)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class Lease(RecordModel):
+    """Who is driving the run, until when (epoch ms)."""
+
+    owner: str
+    expires_at: int
+
+
+class ParentLink(RecordModel):
+    """The parent run and the RUN wait this child resolves when it ends."""
+
+    run_id: str
+    waitpoint_id: str
+
+
+class ChildLink(RecordModel):
+    """A child started by ``ctx.invoke``; detached children are never cascaded."""
+
+    run_id: str
+    waitpoint_id: str
+    detached: bool = False
+
+
+class InboxItem(RecordModel):
+    """An injection that no pending wait matched yet (consumed by the first later match).
+
+    ``kind``/``key`` say what it can resolve: EVENT + event type, SIGNAL + signal name,
+    MANUAL + token id. ``outcome`` distinguishes token completion, failure and heartbeat.
+    """
+
+    id: str
+    kind: InjectionKind
+    key: str
+    payload: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    received_at: int
+    outcome: Literal["deliver", "complete", "fail", "heartbeat"] = "deliver"
+    error: SerializedError | None = None
+
+
+class DispatchRetry(RecordModel):
+    """Transient dispatch failures so far and when the next attempt is due."""
+
+    failures: int = 0
+    next_attempt_at: int | None = None
+    last_error: str | None = None
+
+
+class RunRecord(RecordModel):
+    """One run. Saved only with a condition on ``version``; terminal runs never change.
+
+    ``wake_at`` is the earliest time the run needs attention (wake, retry, wait deadline,
+    heartbeat deadline, workflow timeout, dispatch retry; ``now`` while running) and is what
+    the alarm is armed at and what the sweeper queries.
+    """
+
+    id: str
+    workflow_id: str
+    workflow_version: str = "v1"
+    status: RunStatus = "running"
+    input: Any = None
+    output: Any = None
+    error: SerializedError | None = None
+    journal: Journal = Field(default_factory=Journal)
+    invocation_count: int = 0
+    operations_count: int = 0
+    compute_time_ms: int = 0
+    timeout_ms: int | None = None
+    timeout_deadline: int | None = None
+    parent: ParentLink | None = None
+    children: list[ChildLink] = Field(default_factory=list)
+    pending_waitpoints: list[Waitpoint] = Field(default_factory=list)
+    streams: dict[str, list[StreamChunk]] = Field(default_factory=dict)
+    started_at: int
+    completed_at: int | None = None
+    triggered_by: RunTrigger = Field(default_factory=RunTrigger)
+    tags: list[str] = Field(default_factory=list)
+    environment: str = "development"
+    tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
+    run_number: int = 1
+    idempotency_key: str | None = None
+    # Fixes of DESIGN §4.9 and §8.
+    version: int = 0
+    lease: Lease | None = None
+    dirty: bool = False
+    inbox: list[InboxItem] = Field(default_factory=list)
+    seen_injection_ids: list[str] = Field(default_factory=list)
+    wake_at: int | None = None
+    applied_metadata_ids: list[str] = Field(default_factory=list)
+    positional_metadata_applied: int = 0
+    compensations: list[CompensationReport] = Field(default_factory=list)
+    cancel_request: CancelDirective | None = None
+    dispatch_retry: DispatchRetry = Field(default_factory=DispatchRetry)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the run reached a final status."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The run metadata as applied so far (kept in the journal, as the reference does)."""
+        return self.journal.metadata_state
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> RunRecord:
+        """Rebuild a record from its stored form."""
+        return cls.model_validate(doc)

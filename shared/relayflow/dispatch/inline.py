@@ -1,0 +1,65 @@
+"""Runs the step host in the same process, exactly as a Lambda or HTTP host would be called."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from relayflow.errors import HostCrashSignal
+from relayflow.ports import Clock, DriveAbandoned
+
+
+class StepHandler(Protocol):
+    """The step host entry point: ``relayflow.worker.handle_step_request``."""
+
+    def __call__(
+        self,
+        raw: dict[str, Any],
+        *,
+        services: Mapping[str, object] | None = ...,
+        now_ms: Callable[[], int] | None = ...,
+    ) -> tuple[int, dict[str, Any]]: ...
+
+
+def _default_handler() -> StepHandler:
+    # Imported when first used: the step host is a layer above the orchestrator.
+    from relayflow.worker import handle_step_request
+
+    handler: StepHandler = handle_step_request
+    return handler
+
+
+class InlineDispatcher:
+    """Calls the step host in process.
+
+    A ``HostCrashSignal`` raised by the host (``relayflow.testing.crash()``) is a process
+    death: it becomes :class:`~relayflow.ports.DriveAbandoned` and nothing is saved.
+
+    Args:
+        services: What ``ctx.services`` resolves in workflow bodies.
+        clock: The host's clock (the virtual clock in tests).
+        handler: The step host entry point (``relayflow.worker.handle_step_request``).
+        handler_options: Extra keyword arguments passed to the handler on every call.
+    """
+
+    def __init__(
+        self,
+        *,
+        services: Mapping[str, object] | None = None,
+        clock: Clock | None = None,
+        handler: StepHandler | None = None,
+        handler_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.services = dict(services or {})
+        self.clock = clock
+        self._handler = handler
+        self._options = dict(handler_options or {})
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Invoke the host with ``request``; returns (HTTP status, body)."""
+        handler = self._handler or _default_handler()
+        now_ms = self.clock.now_ms if self.clock is not None else None
+        try:
+            return handler(request, services=self.services, now_ms=now_ms, **self._options)
+        except HostCrashSignal as exc:
+            raise DriveAbandoned("the step host died during the invocation") from exc

@@ -1,0 +1,382 @@
+"""The driver and admin interfaces (reference §6) built on the engine and a set of adapters."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from relayflow.core.inbox import Injection, InjectionResult
+from relayflow.core.record import RecordModel, RunRecord
+from relayflow.core.trigger import TriggerSpec, resolve_run_id
+from relayflow.core.views import (
+    JournalEvent,
+    RunDetail,
+    RunListPage,
+    detail,
+    journal_events,
+    summary,
+)
+from relayflow.engine import Engine
+from relayflow.errors import (
+    DriverShutdownError,
+    RelayflowError,
+    RunNotFoundError,
+    ValidationError,
+)
+from relayflow.ports import ManifestStore, RunQuery, RunWatcher
+from relayflow.protocol import RunTrigger, SerializedError, TenantMeta
+
+WorkflowRef = Any
+"""A workflow id, or an object with an ``id`` (and optionally ``config.timeout_ms``/``tags``)."""
+
+
+class Delivery(RecordModel):
+    """The answer to an event, signal or token sent to one run.
+
+    ``status``: ``resolved`` (a wait took it), ``buffered`` (kept in the run's inbox for a
+    later wait), ``duplicate`` (its id was seen before) or ``heartbeat``.
+    """
+
+    status: str
+    waitpoint_id: str | None = None
+    run: RunDetail
+
+
+def _workflow_id(workflow: WorkflowRef) -> str:
+    workflow_id = workflow if isinstance(workflow, str) else getattr(workflow, "id", None)
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise ValidationError(f"not a workflow or workflow id: {workflow!r}")
+    return workflow_id
+
+
+def _workflow_config(workflow: WorkflowRef) -> tuple[int | None, tuple[str, ...]]:
+    config = getattr(workflow, "config", None)
+    timeout = getattr(config, "timeout_ms", None)
+    tags = getattr(config, "tags", ())
+    return (timeout if isinstance(timeout, int) else None), tuple(str(t) for t in tags or ())
+
+
+def token_error(error: Any) -> SerializedError:
+    """Normalise what a caller gives ``fail_token`` into a serialised error."""
+    if isinstance(error, SerializedError):
+        return error
+    if isinstance(error, Mapping):
+        data = dict(error)
+        data.setdefault("code", "TOKEN_FAILED")
+        return SerializedError.model_validate(data)
+    if isinstance(error, RelayflowError):
+        return SerializedError(code=error.code, message=error.message, name=type(error).__name__)
+    if isinstance(error, BaseException):
+        return SerializedError(code="TOKEN_FAILED", message=str(error), name=type(error).__name__)
+    return SerializedError(code="TOKEN_FAILED", message=str(error))
+
+
+class WorkflowDriver:
+    """Registers manifests, triggers runs, routes events and delivers injections.
+
+    Args:
+        engine: The engine that stores and drives runs.
+        manifests: Manifest storage per environment.
+        tenant_meta: Owner given to runs this driver starts.
+        workflow_timeout: Looks up a workflow's timeout (ms) when triggered by id.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        manifests: ManifestStore,
+        tenant_meta: TenantMeta | None = None,
+        workflow_timeout: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.manifests = manifests
+        self.tenant_meta = tenant_meta or TenantMeta()
+        self._workflow_timeout = workflow_timeout
+        self._shut = threading.Event()
+        self.admin = WorkflowAdmin(engine=engine)
+
+    def _check_open(self) -> None:
+        if self._shut.is_set():
+            raise DriverShutdownError("the driver was shut down; it accepts no new work")
+
+    def shutdown(self) -> None:
+        """Refuse new work from now on; reads and admin keep working."""
+        self._shut.set()
+
+    def register_manifest(self, environment: str, manifest: Mapping[str, Any]) -> str:
+        """Store ``manifest`` as the environment's current one; returns its ``versionId``."""
+        self._check_open()
+        return self.manifests.register(environment, dict(manifest))
+
+    def get_manifest(self, environment: str) -> dict[str, Any] | None:
+        """The environment's current manifest, or None."""
+        return self.manifests.get_current(environment)
+
+    def trigger(
+        self,
+        workflow: WorkflowRef,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tags: Sequence[str] = (),
+        environment: str = "development",
+        run_id: str | None = None,
+        timeout_ms: int | None = None,
+        triggered_by: Mapping[str, Any] | None = None,
+    ) -> RunDetail:
+        """Start a run and drive it inline (bounded); returns the run as it then stands.
+
+        A second trigger with the same idempotency key (or run id) returns the first run
+        untouched: same id, original input, not driven again.
+        """
+        self._check_open()
+        record, _ = self._trigger(
+            workflow,
+            input,
+            idempotency_key=idempotency_key,
+            tags=tags,
+            environment=environment,
+            run_id=run_id,
+            timeout_ms=timeout_ms,
+            triggered_by=triggered_by,
+        )
+        return detail(record)
+
+    def _trigger(
+        self,
+        workflow: WorkflowRef,
+        input: Any,
+        *,
+        idempotency_key: str | None,
+        tags: Sequence[str],
+        environment: str,
+        run_id: str | None,
+        timeout_ms: int | None,
+        triggered_by: Mapping[str, Any] | None,
+    ) -> tuple[RunRecord, bool]:
+        workflow_id = _workflow_id(workflow)
+        config_timeout, config_tags = _workflow_config(workflow)
+        if timeout_ms is None:
+            timeout_ms = config_timeout
+        if timeout_ms is None and self._workflow_timeout is not None:
+            timeout_ms = self._workflow_timeout(workflow_id)
+        spec = TriggerSpec(
+            workflow_id=workflow_id,
+            input=input,
+            run_id=resolve_run_id(
+                workflow_id,
+                run_id=run_id,
+                idempotency_key=idempotency_key,
+                generated=self.engine.new_run_id(),
+            ),
+            environment=environment,
+            tags=tuple(dict.fromkeys([*config_tags, *tags])),
+            tenant_meta=self.tenant_meta,
+            triggered_by=RunTrigger.model_validate(dict(triggered_by or {"kind": "api"})),
+            idempotency_key=idempotency_key,
+            timeout_ms=timeout_ms,
+        )
+        return self.engine.trigger(spec)
+
+    def ingest_event(
+        self, environment: str, envelope: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Route an event through the environment's manifest and trigger each match.
+
+        Returns:
+            ``{ok, eventId, matches[]}`` or ``{ok: False, reason, message}`` (reference §4.6).
+        """
+        self._check_open()
+        from relayflow.events.ingest import TriggerRequest, ingest_event
+
+        def start(request: TriggerRequest) -> str:
+            record, _ = self._trigger(
+                request.workflow_id,
+                request.input,
+                idempotency_key=request.idempotency_key,
+                tags=(),
+                environment=request.environment,
+                run_id=request.run_id,
+                timeout_ms=None,
+                triggered_by=request.triggered_by,
+            )
+            return record.id
+
+        manifest = self.manifests.get_current(environment)
+        return ingest_event(
+            manifest, environment, dict(envelope), idempotency_key=idempotency_key, trigger=start
+        )
+
+    def _deliver(self, run_id: str, injection: Injection) -> Delivery:
+        self._check_open()
+        result: InjectionResult
+        result, record = self.engine.inject(run_id, injection)
+        return Delivery(status=result.status, waitpoint_id=result.waitpoint_id, run=detail(record))
+
+    def send_event(
+        self,
+        run_id: str,
+        event_type: str,
+        payload: Any = None,
+        *,
+        event_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Delivery:
+        """Deliver an event to one run (resolving a matching wait, or into its inbox)."""
+        meta = dict(metadata or {})
+        given = event_id or meta.get("eventId")
+        injection = Injection(
+            kind="EVENT",
+            key=event_type,
+            id=str(given) if given else f"evt_{secrets.token_hex(8)}",
+            payload=payload,
+            metadata=meta,
+        )
+        return self._deliver(run_id, injection)
+
+    def send_signal(
+        self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> Delivery:
+        """Deliver a signal to one run."""
+        injection = Injection(
+            kind="SIGNAL", key=name, id=signal_id or f"sig_{secrets.token_hex(8)}", payload=payload
+        )
+        return self._deliver(run_id, injection)
+
+    def complete_token(self, run_id: str, token_id: str, payload: Any = None) -> Delivery:
+        """Complete a token: its wait returns ``payload`` (a token resolves once)."""
+        injection = Injection(
+            kind="MANUAL", key=token_id, id=f"token:{token_id}", payload=payload, outcome="complete"
+        )
+        return self._deliver(run_id, injection)
+
+    def fail_token(self, run_id: str, token_id: str, error: Any) -> Delivery:
+        """Fail a token: its wait raises ``TokenFailedError`` carrying ``error``."""
+        injection = Injection(
+            kind="MANUAL",
+            key=token_id,
+            id=f"token:{token_id}",
+            outcome="fail",
+            error=token_error(error),
+        )
+        return self._deliver(run_id, injection)
+
+    def heartbeat_token(self, run_id: str, token_id: str) -> Delivery:
+        """Push the heartbeat deadline of a token wait."""
+        injection = Injection(kind="MANUAL", key=token_id, id=f"hb:{token_id}", outcome="heartbeat")
+        return self._deliver(run_id, injection)
+
+
+class WorkflowAdmin:
+    """Lists, inspects, cancels and follows runs.
+
+    Args:
+        engine: The engine (its run store is read; cancel goes through it).
+        poll_interval_s: How often ``stream_run`` re-reads a store that cannot notify.
+        sleep: Waits between polls (injectable).
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        poll_interval_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.engine = engine
+        self._poll = poll_interval_s
+        self._sleep = sleep
+
+    def list_runs(
+        self,
+        *,
+        environment: str | None = None,
+        workflow: WorkflowRef | None = None,
+        status: str | Sequence[str] | None = None,
+        tag: str | None = None,
+        started_after: int | None = None,
+        started_before: int | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunListPage:
+        """Runs newest first, filtered; pass ``next_cursor`` back to get the next page."""
+        statuses: tuple[str, ...] = ()
+        if isinstance(status, str):
+            statuses = (status,)
+        elif status is not None:
+            statuses = tuple(status)
+        query = RunQuery(
+            environment=environment,
+            workflow_id=_workflow_id(workflow) if workflow is not None else None,
+            statuses=statuses,
+            tag=tag,
+            started_after=started_after,
+            started_before=started_before,
+            limit=limit,
+            cursor=cursor,
+        )
+        page = self.engine.runs.list_runs(query)
+        return RunListPage(runs=[summary(r) for r in page.runs], next_cursor=page.next_cursor)
+
+    def get_run(self, run_id: str) -> RunDetail | None:
+        """The run's detail with its timeline, or None."""
+        record = self.engine.runs.get(run_id)
+        return detail(record) if record is not None else None
+
+    def cancel_run(
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+    ) -> RunDetail:
+        """Cancel a run and its children; ``compensate`` runs compensations first (LIFO).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It already ended (code ``already_terminal``).
+        """
+        return detail(self.engine.cancel(run_id, reason=reason, compensate=compensate))
+
+    def stream_run(
+        self, run_id: str, *, follow: bool = True, timeout_s: float | None = None
+    ) -> Iterator[JournalEvent]:
+        """Yield the run's journal events as they happen, ending when the run ends.
+
+        Args:
+            run_id: The run.
+            follow: Keep waiting for new events until the run ends (False: only what exists).
+            timeout_s: Stop following after this many seconds.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        runs = self.engine.runs
+        record = runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return self._stream(record, follow, timeout_s)
+
+    def _stream(
+        self, record: RunRecord, follow: bool, timeout_s: float | None
+    ) -> Iterator[JournalEvent]:
+        runs = self.engine.runs
+        seen: set[tuple[str, str | None, int | None, str]] = set()
+        waited = 0.0
+        current: RunRecord | None = record
+        while current is not None:
+            for event in journal_events(current):
+                if event.key() not in seen:
+                    seen.add(event.key())
+                    yield event
+            if current.is_terminal or not follow:
+                return
+            if timeout_s is not None and waited >= timeout_s:
+                return
+            slice_s = self._poll if timeout_s is None else min(self._poll, timeout_s - waited)
+            if isinstance(runs, RunWatcher):
+                runs.wait_for_change(current.id, current.version, slice_s)
+            else:
+                self._sleep(slice_s)
+            waited += slice_s
+            current = runs.get(current.id)

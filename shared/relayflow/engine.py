@@ -1,0 +1,485 @@
+"""Drives runs: load -> transition -> conditional save -> effects, retrying lost races.
+
+One driver at a time per run holds a lease (owner, expiry); whoever changes a leased run
+leaves a dirty mark so the holder looks again before it lets go (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from relayflow.core.effects import (
+    ArmAlarm,
+    CancelChildren,
+    ChildOutcome,
+    DisarmAlarm,
+    Dispatch,
+    Effect,
+    ResumeParent,
+    StartChild,
+    Transition,
+)
+from relayflow.core.inbox import Injection, InjectionResult
+from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
+from relayflow.core.record import Lease, RunRecord
+from relayflow.core.settings import CoreSettings
+from relayflow.core.transitions import (
+    SentInvocation,
+    apply_response,
+    begin_invocation,
+    build_request,
+    dispatch_failed,
+)
+from relayflow.core.trigger import TriggerSpec, new_run
+from relayflow.errors import (
+    DispatchError,
+    RelayflowError,
+    RunAlreadyExistsError,
+    RunNotFoundError,
+    RunTerminalError,
+    StaleRunError,
+    ValidationError,
+)
+from relayflow.ports import AlarmClock, Clock, DispatcherResolver, DriveAbandoned, RunStore
+from relayflow.protocol import SerializedError
+
+T = TypeVar("T")
+_MAX_RACES = 200
+
+
+class _Work:
+    """Runs queued for driving within one call, each at most once in the queue."""
+
+    def __init__(self, run_ids: Iterable[str] = ()) -> None:
+        self._queue: deque[str] = deque()
+        for run_id in run_ids:
+            self.add(run_id)
+
+    def add(self, run_id: str) -> None:
+        if run_id not in self._queue:
+            self._queue.append(run_id)
+
+    def pop(self) -> str | None:
+        return self._queue.popleft() if self._queue else None
+
+
+class Engine:
+    """Applies core transitions to stored runs and carries out their effects.
+
+    Args:
+        runs: The run store.
+        alarms: The alarm clock (one alarm per run).
+        dispatchers: Chooses each run's dispatcher.
+        clock: Time source (virtual in tests).
+        settings: Limits and timings.
+        handoff: Continues a run elsewhere when one call's invocation budget is spent
+            (default: arm its alarm now).
+        workflow_timeout: Looks up a workflow's timeout in ms (for child runs).
+        owner: Identity of this process in leases (random by default).
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: RunStore,
+        alarms: AlarmClock,
+        dispatchers: DispatcherResolver,
+        clock: Clock,
+        settings: CoreSettings | None = None,
+        handoff: Callable[[str, int], None] | None = None,
+        workflow_timeout: Callable[[str], int | None] | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.runs = runs
+        self.alarms = alarms
+        self.dispatchers = dispatchers
+        self.clock = clock
+        self.settings = settings or CoreSettings()
+        self._handoff = handoff or alarms.arm
+        self._workflow_timeout = workflow_timeout
+        self._owner = owner or f"drv_{secrets.token_hex(6)}"
+        self._drives = itertools.count(1)
+
+    @property
+    def owner(self) -> str:
+        """This process's identity in leases."""
+        return self._owner
+
+    def new_run_id(self) -> str:
+        """A fresh, time-sortable run id."""
+        return f"run_{self.clock.now_ms():012x}_{secrets.token_hex(5)}"
+
+    # ----- entry points -------------------------------------------------------------------
+
+    def trigger(self, spec: TriggerSpec, *, drive: bool = True) -> tuple[RunRecord, bool]:
+        """Insert a run atomically and drive it inline (bounded).
+
+        Returns:
+            The run as stored after the drive and whether this call created it. A run that
+            already existed (same id) is returned untouched and not driven.
+        """
+        if spec.timeout_ms is None and self._workflow_timeout is not None:
+            spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
+        record = new_run(spec, self.clock.now_ms())
+        try:
+            stored = self.runs.try_insert(record)
+        except RunAlreadyExistsError as exc:
+            existing: RunRecord = exc.existing
+            return existing, False
+        if drive:
+            self._run(_Work([stored.id]))
+        return self._load(stored.id), True
+
+    def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
+        """Deliver an event, signal or token outcome, then drive the run if it resumed.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run already ended.
+            InboxFullError: The run's inbox is full.
+        """
+        work = _Work()
+        settings = self.settings
+
+        def step(rec: RunRecord, now: int) -> tuple[Transition, InjectionResult]:
+            return inject(rec, injection, now, settings)
+
+        _, result = self._mutate(run_id, step, work)
+        self._run(work)
+        return result, self._load(run_id)
+
+    def cancel(
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+    ) -> RunRecord:
+        """Cancel a run (and its attached children), optionally compensating first.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run already ended (code ``already_terminal``).
+        """
+        work = _Work()
+        self._mutate(run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work)
+        self._run(work)
+        return self._load(run_id)
+
+    def drive(self, run_id: str, *, take_over: bool = False) -> RunRecord | None:
+        """Drive a run until it parks, ends or the inline budget is spent.
+
+        Args:
+            run_id: The run.
+            take_over: Take the lease even if another driver holds it (crash recovery of a
+                driver known to be dead).
+        """
+        self._run(_Work([run_id]), take_over=run_id if take_over else None)
+        return self.runs.get(run_id)
+
+    def drive_from_event(self, event: Mapping[str, Any]) -> RunRecord | None:
+        """Handle an alarm or hand-off payload ``{"runId", "wakeAt"}``.
+
+        Early and duplicate alarms are harmless: a run with nothing due only gets its alarm
+        re-armed at its wake time.
+        """
+        run_id = event.get("runId")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValidationError(f"alarm payload needs a runId string, got {dict(event)!r}")
+        record = self.runs.get(run_id)
+        if record is None or record.is_terminal:
+            return record
+        now = self.clock.now_ms()
+        if not self._needs_attention(record, now):
+            if record.wake_at is not None and record.lease is None:
+                self.alarms.arm(run_id, record.wake_at)
+            return record
+        return self.drive(run_id)
+
+    def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
+        """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids."""
+        before = self.clock.now_ms() if now is None else now
+        due = self.runs.due_runs(before, limit)
+        for run_id in due:
+            self._run(_Work([run_id]))
+        return due
+
+    def recover(self, run_id: str) -> RunRecord | None:
+        """Re-drive a run whose driver died, from its last saved record."""
+        return self.drive(run_id, take_over=True)
+
+    # ----- store access -------------------------------------------------------------------
+
+    def _load(self, run_id: str) -> RunRecord:
+        record = self.runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return record
+
+    def _mutate(
+        self,
+        run_id: str,
+        step: Callable[[RunRecord, int], tuple[Transition, T]],
+        work: _Work,
+    ) -> tuple[RunRecord, T]:
+        """Apply ``step`` to the stored run with a conditional save, retrying lost races."""
+        for _ in range(_MAX_RACES):
+            record = self._load(run_id)
+            now = self.clock.now_ms()
+            transition, extra = step(record, now)
+            if not transition.changed:
+                self._apply_effects(transition.effects, work)
+                return record, extra
+            new = transition.record
+            lease = record.lease
+            if lease is not None and lease.expires_at > now:
+                new = new.model_copy(update={"dirty": True})
+            try:
+                saved = self.runs.save(new, expected_version=record.version)
+            except StaleRunError:
+                continue
+            self._apply_effects(transition.effects, work)
+            return saved, extra
+        raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
+
+    # ----- effects ------------------------------------------------------------------------
+
+    def _apply_effects(
+        self, effects: Iterable[Effect], work: _Work, *, driving: str | None = None
+    ) -> None:
+        for effect in effects:
+            if isinstance(effect, Dispatch):
+                if effect.run_id != driving:
+                    work.add(effect.run_id)
+            elif isinstance(effect, ArmAlarm):
+                self.alarms.arm(effect.run_id, effect.wake_at)
+            elif isinstance(effect, DisarmAlarm):
+                self.alarms.disarm(effect.run_id)
+            elif isinstance(effect, StartChild):
+                self._start_child(effect, work)
+            elif isinstance(effect, ResumeParent):
+                self._resume_parent(effect, work)
+            else:
+                self._cancel_children(effect, work)
+
+    def _start_child(self, effect: StartChild, work: _Work) -> None:
+        spec = effect.spec
+        if spec.timeout_ms is None and self._workflow_timeout is not None:
+            spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
+        try:
+            child = new_run(spec, self.clock.now_ms())
+        except ValidationError as exc:
+            if not effect.detached:
+                failure = ChildOutcome(
+                    spec.run_id, "failed", error=_error_of(exc, "child_run_unresolvable")
+                )
+                self._resume_parent(
+                    ResumeParent(effect.parent_run_id, effect.waitpoint_id, failure), work
+                )
+            return
+        try:
+            self.runs.try_insert(child)
+        except RunAlreadyExistsError as exc:
+            existing: RunRecord = exc.existing
+            if existing.is_terminal:
+                if not effect.detached:
+                    outcome = ChildOutcome(
+                        existing.id, existing.status, existing.output, existing.error
+                    )
+                    self._resume_parent(
+                        ResumeParent(effect.parent_run_id, effect.waitpoint_id, outcome), work
+                    )
+                return
+        work.add(spec.run_id)
+
+    def _resume_parent(self, effect: ResumeParent, work: _Work) -> None:
+        def step(rec: RunRecord, now: int) -> tuple[Transition, None]:
+            return child_ended(rec, effect.waitpoint_id, effect.outcome, now), None
+
+        try:
+            self._mutate(effect.parent_run_id, step, work)
+        except RunNotFoundError:
+            return
+
+    def _cancel_children(self, effect: CancelChildren, work: _Work) -> None:
+        for child_id in effect.run_ids:
+            try:
+                self._mutate(
+                    child_id,
+                    lambda rec, now: (cancel(rec, effect.reason, effect.compensate, now), None),
+                    work,
+                )
+            except (RunNotFoundError, RunTerminalError):
+                continue
+
+    # ----- driving ------------------------------------------------------------------------
+
+    def _run(self, work: _Work, *, take_over: str | None = None) -> None:
+        try:
+            while (run_id := work.pop()) is not None:
+                self._drive_one(run_id, work, take_over=run_id == take_over)
+        except DriveAbandoned:
+            # The process died: nothing more is saved; a new process has a new identity.
+            self._owner = f"drv_{secrets.token_hex(6)}"
+
+    def _needs_attention(self, record: RunRecord, now: int) -> bool:
+        if record.is_terminal:
+            return False
+        if record.dirty:
+            return True
+        if record.timeout_deadline is not None and record.timeout_deadline <= now:
+            return True
+        if record.status == "running":
+            retry_at = record.dispatch_retry.next_attempt_at
+            return retry_at is None or retry_at <= now
+        return record.wake_at is not None and record.wake_at <= now
+
+    def _acquire(self, run_id: str, owner: str, take_over: bool) -> RunRecord | None:
+        for _ in range(_MAX_RACES):
+            record = self.runs.get(run_id)
+            now = self.clock.now_ms()
+            if record is None or record.is_terminal:
+                return None
+            if not take_over and not self._needs_attention(record, now):
+                return None
+            lease = record.lease
+            if lease is not None and lease.expires_at > now and not take_over:
+                if record.dirty:
+                    return None
+                marked = record.model_copy(update={"dirty": True})
+                try:
+                    self.runs.save(marked, expected_version=record.version)
+                except StaleRunError:
+                    continue
+                return None
+            leased = record.model_copy(
+                update={
+                    "lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms),
+                    "dirty": False,
+                }
+            )
+            try:
+                return self.runs.save(leased, expected_version=record.version)
+            except StaleRunError:
+                continue
+        return None
+
+    def _holds(self, record: RunRecord | None, owner: str) -> bool:
+        return record is not None and record.lease is not None and record.lease.owner == owner
+
+    def _drive_one(self, run_id: str, work: _Work, *, take_over: bool = False) -> None:
+        owner = f"{self._owner}/{next(self._drives)}"
+        record = self._acquire(run_id, owner, take_over)
+        invocations = 0
+        while record is not None and self._holds(record, owner):
+            now = self.clock.now_ms()
+            if not record.is_terminal:
+                tick = on_alarm(record, now, self.settings)
+                if tick.changed:
+                    saved = self._save(record, tick.record)
+                    if saved is None:
+                        record = self.runs.get(run_id)
+                        continue
+                    self._apply_effects(tick.effects, work, driving=run_id)
+                    record = saved
+                    continue
+            if self._wants_invocation(record, now):
+                if invocations >= self.settings.inline_invocations:
+                    self._handoff(run_id, now)
+                else:
+                    invocations += 1
+                    record = self._invoke(record, owner, work)
+                    continue
+            record = self._release(record)
+
+    def _wants_invocation(self, record: RunRecord, now: int) -> bool:
+        if record.is_terminal or record.status != "running":
+            return False
+        retry_at = record.dispatch_retry.next_attempt_at
+        return retry_at is None or retry_at <= now
+
+    def _save(self, old: RunRecord, new: RunRecord) -> RunRecord | None:
+        try:
+            return self.runs.save(new, expected_version=old.version)
+        except StaleRunError:
+            return None
+
+    def _release(self, record: RunRecord) -> RunRecord | None:
+        """Let go of the lease; if the run was marked dirty (or changed), look again instead."""
+        if record.dirty:
+            cleared = self._save(record, record.model_copy(update={"dirty": False}))
+            return cleared if cleared is not None else self.runs.get(record.id)
+        released = self._save(record, record.model_copy(update={"lease": None}))
+        if released is None:
+            return self.runs.get(record.id)
+        return None
+
+    def _invoke(self, record: RunRecord, owner: str, work: _Work) -> RunRecord | None:
+        now = self.clock.now_ms()
+        start, sent = begin_invocation(record, now, self.settings)
+        renewed = start.record.model_copy(
+            update={"lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms)}
+        )
+        saved = self._save(record, renewed)
+        if saved is None:
+            return self.runs.get(record.id)
+        self._apply_effects(start.effects, work, driving=record.id)
+        if sent is None:
+            return saved
+        request = build_request(saved, now, self.settings).to_wire()
+        dispatcher = self.dispatchers.resolve(
+            workflow_id=saved.workflow_id, tenant_script=saved.tenant_meta.tenant_script
+        )
+        answer: tuple[int, Any] | None = None
+        failure: DispatchError | None = None
+        try:
+            answer = dispatcher.dispatch(request)
+        except DispatchError as exc:
+            failure = exc
+        except Exception as exc:
+            # An unexpected dispatcher failure is treated like an unreachable host: retried
+            # with backoff, then the run fails with handler_error naming it.
+            failure = DispatchError(
+                f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
+            )
+        return self._settle_answer(saved.id, owner, sent, answer, failure, work)
+
+    def _settle_answer(
+        self,
+        run_id: str,
+        owner: str,
+        sent: SentInvocation,
+        answer: tuple[int, Any] | None,
+        failure: DispatchError | None,
+        work: _Work,
+    ) -> RunRecord | None:
+        for _ in range(_MAX_RACES):
+            current = self.runs.get(run_id)
+            if current is None or not self._holds(current, owner):
+                return current
+            now = self.clock.now_ms()
+            if answer is not None:
+                transition = apply_response(current, answer[0], answer[1], sent, now, self.settings)
+            else:
+                assert failure is not None
+                transition = dispatch_failed(
+                    current,
+                    sent,
+                    str(failure),
+                    transient=failure.transient,
+                    now=now,
+                    settings=self.settings,
+                )
+            if not transition.changed:
+                return current
+            saved = self._save(current, transition.record)
+            if saved is None:
+                continue
+            self._apply_effects(transition.effects, work, driving=run_id)
+            return saved
+        raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
+
+
+def _error_of(exc: RelayflowError, code: str) -> SerializedError:
+    return SerializedError(category="RUNTIME_ERROR", code=code, message=exc.message)

@@ -1,0 +1,144 @@
+"""The ports of the orchestrator core: storage, time, alarms and dispatch, as Protocols.
+
+Adapters (in memory, AWS) implement these; the engine depends on nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from relayflow.core.record import RunRecord
+
+
+class Clock(Protocol):
+    """Wall-clock time in epoch milliseconds (virtual in tests)."""
+
+    def now_ms(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Filters for listing runs; ``cursor`` is opaque and comes from a previous page."""
+
+    environment: str | None = None
+    workflow_id: str | None = None
+    statuses: Sequence[str] = ()
+    tag: str | None = None
+    started_after: int | None = None
+    started_before: int | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of runs, newest first, and the cursor of the next page (None at the end)."""
+
+    runs: list[RunRecord]
+    next_cursor: str | None
+
+
+class RunStore(Protocol):
+    """Durable run records with optimistic concurrency.
+
+    Every save is conditional on the record's ``version``: a lost race raises
+    ``StaleRunError`` and never overwrites a newer record.
+    """
+
+    def get(self, run_id: str) -> RunRecord | None: ...
+
+    def try_insert(self, record: RunRecord) -> RunRecord:
+        """Insert a new record; raises ``RunAlreadyExistsError(existing=...)`` if the id exists."""
+        ...
+
+    def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        """Store ``record`` if the stored version is ``expected_version``; returns it saved."""
+        ...
+
+    def list_runs(self, query: RunQuery) -> RunPage: ...
+
+    def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Ids of runs whose wake time is at or before ``before_ms`` (the sweeper's query)."""
+        ...
+
+
+class ManifestStore(Protocol):
+    """Manifests per environment with a ``current`` pointer (see ``relayflow.events``)."""
+
+    def register(self, environment: str, manifest: dict[str, Any]) -> str:
+        """Validate and store ``manifest`` as current; returns its ``versionId``."""
+        ...
+
+    def get_current(self, environment: str) -> dict[str, Any] | None: ...
+
+
+class PayloadStore(Protocol):
+    """Content-addressed storage for values over the inline cap."""
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; returns a reference string (idempotent for equal data)."""
+        ...
+
+    def get(self, ref: str) -> bytes: ...
+
+
+class AlarmClock(Protocol):
+    """One alarm per run at its earliest wake time; arming and disarming are idempotent."""
+
+    def arm(self, run_id: str, wake_at_ms: int) -> None: ...
+
+    def disarm(self, run_id: str) -> None: ...
+
+
+class Dispatcher(Protocol):
+    """Delivers a step request (wire dict) to a step host; returns (HTTP status, body).
+
+    Raises ``DispatchError`` when the host cannot be reached or answers with a transport
+    failure; ``DispatchError.transient`` says whether a retry may succeed.
+    """
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]: ...
+
+
+class DriveAbandoned(BaseException):
+    """Raised by a dispatcher when the process that drives the run died mid-invocation.
+
+    The engine stops at once without saving anything (the lease stays with the dead driver
+    until it expires); recovery re-drives from the last saved record, as the sweeper does.
+    """
+
+
+@dataclass(frozen=True)
+class DispatcherResolver:
+    """Chooses the dispatcher of a run.
+
+    Order: the run's ``tenantMeta.tenantScript`` in ``by_tenant_script``, then its workflow id
+    in ``by_workflow``, then ``default``.
+    """
+
+    default: Dispatcher
+    by_tenant_script: Mapping[str, Dispatcher] = field(default_factory=dict)
+    by_workflow: Mapping[str, Dispatcher] = field(default_factory=dict)
+
+    def resolve(self, *, workflow_id: str, tenant_script: str | None) -> Dispatcher:
+        """The dispatcher for a run of ``workflow_id`` owned by ``tenant_script``."""
+        if tenant_script is not None and tenant_script in self.by_tenant_script:
+            return self.by_tenant_script[tenant_script]
+        if workflow_id in self.by_workflow:
+            return self.by_workflow[workflow_id]
+        return self.default
+
+
+@runtime_checkable
+class RunWatcher(Protocol):
+    """Optional capability of a run store: block until a run changes (used by ``stream_run``)."""
+
+    def wait_for_change(self, run_id: str, after_version: int, timeout_s: float) -> bool:
+        """Wait until the stored version of ``run_id`` exceeds ``after_version``.
+
+        Returns True when it did, False when ``timeout_s`` passed first.
+        """
+        ...

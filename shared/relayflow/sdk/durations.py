@@ -1,0 +1,50 @@
+"""Durations as the reference writes them: milliseconds, ``<n>ms|s|m|h|d|w`` or a timedelta."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+Duration = int | str | timedelta
+"""A duration: an int of milliseconds, a string such as ``"10m"``, or a ``timedelta``."""
+
+_PATTERN = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration(value: object) -> int:
+    """Convert a duration to milliseconds.
+
+    Args:
+        value: An int of milliseconds, a string matching ``^(\\d+)(ms|s|m|h|d|w)$`` or a
+            ``datetime.timedelta``.
+
+    Returns:
+        The duration in whole milliseconds.
+
+    Raises:
+        ValueError: The value is not a duration (negative, fractional string, compound form,
+            uppercase unit, whitespace, wrong type). The message names the value.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration: {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"invalid duration: {value!r} (negative)")
+        return value
+    if isinstance(value, timedelta):
+        ms = value // timedelta(milliseconds=1)
+        if ms < 0:
+            raise ValueError(f"invalid duration: {value!r} (negative)")
+        return ms
+    if isinstance(value, str):
+        match = _PATTERN.match(value)
+        if match is None:
+            raise ValueError(f"invalid duration: {value!r}")
+        return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    raise ValueError(f"invalid duration: {value!r}")
+
+
+def parse_optional_duration(value: object) -> int | None:
+    """Like :func:`parse_duration`, but ``None`` stays ``None``."""
+    return None if value is None else parse_duration(value)

@@ -1,0 +1,161 @@
+"""Replays one invocation of a workflow body against its journal and builds the StepResponse."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
+from relayflow.protocol import (
+    CancelledResponse,
+    CompensatedResponse,
+    CompensationFailedResponse,
+    CompletedResponse,
+    FailedResponse,
+    StepRequest,
+    StepResponse,
+    WaitingResponse,
+)
+from relayflow.sdk.context import WorkflowContext
+from relayflow.sdk.effects import Op
+from relayflow.sdk.failures import serialize_error
+from relayflow.sdk.groups import run_compensations
+from relayflow.sdk.invocation import ExecutorOptions, Invocation
+from relayflow.sdk.registry import Workflow
+from relayflow.sdk.runner import AsyncRunner, SyncRunner, run_coroutine_sync
+from relayflow.sdk.scope import ContextCore
+from relayflow.sdk.serdes import dump_value
+from relayflow.sdk.sync_context import SyncWorkflowContext
+
+OutcomeKind = Literal["completed", "suspended", "cancelled", "compensate", "error"]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    kind: OutcomeKind
+    value: Any = None
+    error: Exception | None = None
+
+
+def execute(
+    workflow: Workflow[Any],
+    request: StepRequest,
+    *,
+    now_ms: Callable[[], int],
+    services: Mapping[str, object] | None = None,
+    options: ExecutorOptions | None = None,
+) -> StepResponse:
+    """Replay ``workflow`` once against ``request.journal``.
+
+    Args:
+        workflow: The registered workflow whose body runs.
+        request: The step request; its journal is updated in place and returned.
+        now_ms: The host's wall clock in epoch ms (step timestamps, retries, the deadline).
+        services: What ``ctx.services`` resolves.
+        options: Executor tuning (in-process retry threshold, checkpoint interval...).
+
+    Returns:
+        ``completed``, ``failed``, ``waiting``, ``cancelled``, ``compensated`` or
+        ``compensation_failed``. Signals other than the executor's own (a simulated host
+        crash, ``KeyboardInterrupt``) propagate.
+    """
+    inv = Invocation(
+        request,
+        workflow,
+        services=services or {},
+        now_ms=now_ms,
+        options=options or ExecutorOptions(),
+    )
+    root = ContextCore(inv, "", clock_ms=request.run_meta.started_at, retry=workflow.config.retry)
+    if workflow.is_async:
+        return run_coroutine_sync(_execute_async(inv, root))
+    return _execute_sync(inv, root)
+
+
+def _execute_sync(inv: Invocation, root: ContextCore) -> StepResponse:
+    runner = SyncRunner(SyncWorkflowContext, inv.options.sleep)
+    ctx = runner.context(root)
+    try:
+        value = inv.workflow.fn(inv.request.input, ctx)
+        if inspect.isawaitable(value):
+            raise TypeError("a def workflow body returned an awaitable")
+        outcome = _Outcome("completed", value=value)
+    except BaseException as exc:
+        outcome = _classify(exc)
+    return runner.drive(_finish(inv, root, outcome))
+
+
+async def _execute_async(inv: Invocation, root: ContextCore) -> StepResponse:
+    runner = AsyncRunner(WorkflowContext, inv.options.sleep)
+    ctx = runner.context(root)
+    try:
+        value = await inv.workflow.fn(inv.request.input, ctx)
+        outcome = _Outcome("completed", value=value)
+    except BaseException as exc:
+        outcome = _classify(exc)
+    return await runner.drive(_finish(inv, root, outcome))
+
+
+def _classify(exc: BaseException) -> _Outcome:
+    if isinstance(exc, SuspendSignal):
+        return _Outcome("suspended")
+    if isinstance(exc, CancelledSignal):
+        return _Outcome("cancelled")
+    if isinstance(exc, CompensateRequestedSignal):
+        return _Outcome("compensate")
+    if isinstance(exc, Exception):
+        return _Outcome("error", error=exc)
+    raise exc  # a host crash, KeyboardInterrupt...: never ours to handle
+
+
+def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepResponse]:
+    """Map the body's outcome to a response, running compensations where it calls for them."""
+    parts: dict[str, Any] = {
+        "journal": inv.journal,
+        "metadata_updates": inv.metadata,
+        "stream_chunks": inv.stream_chunks,
+    }
+    cancel = inv.request.cancel
+    if cancel is not None:
+        reports = []
+        if cancel.compensate:
+            reports = yield from run_compensations(inv, root.compensables)
+        return CancelledResponse(compensations=reports, **parts)
+    if inv.nondeterminism is not None:
+        return FailedResponse(error=serialize_error(inv.nondeterminism), **parts)
+    if outcome.kind == "suspended":
+        if not inv.waits:
+            raise RuntimeError("the body suspended without registering a wait")
+        return WaitingResponse(waitpoints=inv.pending_waits(), **parts)
+    if outcome.kind == "completed" and inv.has_user_waits():
+        # The body swallowed a suspension (e.g. gather(return_exceptions=True)): keep waiting.
+        return WaitingResponse(waitpoints=inv.pending_waits(), **parts)
+    if outcome.kind in ("completed", "error"):
+        missing = inv.unreached()
+        if missing:
+            lost = inv.nondeterministic(
+                f"journalled step {missing[0]!r} was not reached before the body finished "
+                f"(last operation reached: {inv.last_op!r}); the code no longer matches the run"
+            )
+            return FailedResponse(error=serialize_error(lost), **parts)
+    if outcome.kind == "completed":
+        try:
+            output = dump_value(outcome.value, None)
+        except TypeError as exc:
+            return FailedResponse(error=serialize_error(exc), **parts)
+        return CompletedResponse(output=output, **parts)
+    if outcome.kind == "compensate":
+        reports = yield from run_compensations(inv, root.compensables)
+        if any(r.status == "err" for r in reports):
+            return CompensationFailedResponse(compensations=reports, **parts)
+        return CompensatedResponse(compensations=reports, **parts)
+    assert outcome.error is not None
+    error = serialize_error(outcome.error)
+    if not root.compensables:
+        return FailedResponse(error=error, **parts)
+    reports = yield from run_compensations(inv, root.compensables)
+    if any(r.status == "err" for r in reports):
+        return CompensationFailedResponse(error=error, compensations=reports, **parts)
+    return CompensatedResponse(error=error, compensations=reports, **parts)

@@ -1,0 +1,223 @@
+"""The state of one invocation: the journal being replayed and everything the response carries."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from relayflow.errors import CancelledSignal, NonDeterminismError, SuspendSignal
+from relayflow.protocol import (
+    MetadataUpdate,
+    StepJournalEntry,
+    StepRequest,
+    StreamChunk,
+    Waitpoint,
+    WaitpointResolution,
+)
+from relayflow.sdk.registry import Workflow
+
+#: Wait ids whose last ``:`` segment is ``<namespace><n>``, the context's positional counter.
+POSITIONAL_PREFIXES = ("sleep:", "event:", "signal:", "invoke:")
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Tuning of the executor.
+
+    Attributes:
+        in_process_retry_threshold_ms: Retry delays up to this wait in process; longer ones end
+            the invocation with a ``retry:`` wait.
+        checkpoint_interval_ms: After this much continuous work the invocation yields with a
+            ``checkpoint:`` wait so the journal becomes durable.
+        deadline_margin_ms: New work stops this long before the request's ``deadline``.
+        sleep: How to wait in process (seconds); ``None`` sleeps for real.
+        step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
+            first, then the id as written). A callable replaces the step function and gets
+            the same arguments; any other value is returned as the step's result.
+    """
+
+    in_process_retry_threshold_ms: int = 1_000
+    checkpoint_interval_ms: int = 5_000
+    deadline_margin_ms: int = 0
+    sleep: Callable[[float], None] | None = None
+    step_mocks: Mapping[str, Any] = field(default_factory=dict)
+
+
+def position_of(wait_id: str) -> tuple[str, str] | None:
+    """``(namespace, n)`` of a positional wait id, ``None`` for other ids."""
+    if not wait_id.startswith(POSITIONAL_PREFIXES):
+        return None
+    tail = wait_id.rsplit(":", 1)[1]
+    namespace, _, number = tail.rpartition("/")
+    return (namespace, number) if number.isdigit() else None
+
+
+class Invocation:
+    """One replay of a body: the request, the journal it mutates and the response's parts."""
+
+    def __init__(
+        self,
+        request: StepRequest,
+        workflow: Workflow[Any],
+        *,
+        services: Mapping[str, object],
+        now_ms: Callable[[], int],
+        options: ExecutorOptions,
+    ) -> None:
+        self.request = request
+        self.journal = request.journal
+        self.workflow = workflow
+        self.services = services
+        self.now_ms = now_ms
+        self.options = options
+        self.started_ms = now_ms()
+        self.waits: list[tuple[str, Waitpoint]] = []
+        self.metadata: list[MetadataUpdate] = []
+        self.stream_chunks: list[StreamChunk] = []
+        self.streams_seen: set[str] = set()
+        self.nondeterminism: NonDeterminismError | None = None
+        self.last_op = "<start>"
+        self._claimed: set[str] = set()
+        self._touched_prefixes: list[str] = []
+        self._live_work = False
+        self._yielding = False
+        self._lock = threading.Lock()
+        self._positions: dict[tuple[str, str], str] = {}
+        for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
+            position = position_of(wait_id)
+            if position is not None:
+                self._positions.setdefault(position, wait_id)
+
+    # -- journal bookkeeping -------------------------------------------------------------
+
+    def claim(self, key: str) -> None:
+        """Mark a journal key as reached; the same key twice in one invocation is a bug."""
+        if key in self._claimed:
+            raise ValueError(
+                f"duplicate id {key!r}: every step, group and stream id must be unique"
+            )
+        self._claimed.add(key)
+        self.last_op = key
+
+    def touch_prefix(self, prefix: str) -> None:
+        """Count every journal key under ``prefix`` as reached (a checkpointed scope)."""
+        self._touched_prefixes.append(prefix)
+
+    def entry(self, key: str, kind: str) -> StepJournalEntry | None:
+        """The journal entry at ``key``; one of another kind is a non-determinism error."""
+        found = self.journal.step_results.get(key)
+        if found is not None and found.kind != kind:
+            raise self.nondeterministic(
+                f"journal entry {key!r} was recorded by a {found.kind!r} call but the body now "
+                f"reaches it with a {kind!r} call"
+            )
+        return found
+
+    def nondeterministic(self, message: str) -> NonDeterminismError:
+        """Record (the first) non-determinism: the run fails with it whatever the body does."""
+        error = NonDeterminismError(message)
+        if self.nondeterminism is None:
+            self.nondeterminism = error
+        return error
+
+    def check_position(self, namespace: str, number: int, wait_id: str) -> None:
+        """A positional wait must be the one the journal recorded at the same position."""
+        recorded = self._positions.get((namespace.rstrip("/"), str(number)))
+        if recorded is not None and recorded != wait_id:
+            raise self.nondeterministic(
+                f"wait #{number} was journalled as {recorded!r} but the body now waits on "
+                f"{wait_id!r}"
+            )
+
+    def unreached(self) -> list[str]:
+        """Journalled step keys this invocation never reached."""
+        return [
+            key
+            for key in self.journal.step_results
+            if key not in self._claimed
+            and not any(key.startswith(prefix) for prefix in self._touched_prefixes)
+        ]
+
+    # -- work, yields and cancellation ---------------------------------------------------
+
+    def check_cancel(self) -> None:
+        """Stop at the first operation the journal cannot answer when a cancel was asked."""
+        if self.request.cancel is not None:
+            raise CancelledSignal(self.request.cancel.reason or "cancelled")
+
+    def begin_work(self, *, may_yield: bool = True) -> None:
+        """Called before live work starts: honours cancel, the deadline and the interval.
+
+        ``may_yield=False`` is for an at-most-once attempt already journalled as started: it
+        must run in this very invocation, or a later one would count it as interrupted.
+        """
+        self.check_cancel()
+        if not may_yield:
+            self._live_work = True
+            return
+        if self._yielding:
+            raise SuspendSignal("checkpoint")
+        now = self.now_ms()
+        if now + self.options.deadline_margin_ms >= self.request.deadline:
+            self.request_yield("deadline")
+        if self._live_work and now - self.started_ms >= self.options.checkpoint_interval_ms:
+            self.request_yield("interval")
+        self._live_work = True
+
+    def can_wait_in_process(self, delay_ms: int) -> bool:
+        """Whether a retry delay may be slept here rather than through a ``retry:`` wait."""
+        if delay_ms > self.options.in_process_retry_threshold_ms:
+            return False
+        limit = self.request.deadline - self.options.deadline_margin_ms
+        return self.now_ms() + delay_ms < limit
+
+    def request_yield(self, reason: str) -> NoReturn:
+        """End the invocation with a ``checkpoint:`` wait that is due at once."""
+        self._yielding = True
+        wait_id = f"checkpoint:{self.request.invocation_count}"
+        if not any(w.client_waitpoint_id == wait_id for _, w in self.waits):
+            meta = {"wakeAt": self.now_ms(), "reason": reason}
+            self.waits.append(
+                ("", Waitpoint(client_waitpoint_id=wait_id, kind="DATETIME", meta=meta))
+            )
+        raise SuspendSignal(reason)
+
+    # -- waits ---------------------------------------------------------------------------
+
+    def resolution(self, wait_id: str) -> WaitpointResolution | None:
+        """How the orchestrator resolved ``wait_id``, if it did."""
+        self.last_op = wait_id
+        return self.journal.waitpoints_resolved.get(wait_id)
+
+    def suspend_on(self, owner: str, waitpoint: Waitpoint) -> NoReturn:
+        """Register an unresolved wait (unless cancelling) and stop the current scope."""
+        self.check_cancel()
+        if not any(w.client_waitpoint_id == waitpoint.client_waitpoint_id for _, w in self.waits):
+            self.waits.append((owner, waitpoint))
+        raise SuspendSignal(waitpoint.client_waitpoint_id)
+
+    def drop_waits_under(self, prefix: str) -> None:
+        """Forget the waits registered by scopes under ``prefix`` (abandoned branches)."""
+        self.waits = [(o, w) for o, w in self.waits if not (o + "/").startswith(prefix)]
+
+    def pending_waits(self) -> list[Waitpoint]:
+        """The waits the response announces."""
+        return [w for _, w in self.waits]
+
+    def has_user_waits(self) -> bool:
+        """True when a wait other than a checkpoint yield is pending."""
+        return any(not w.client_waitpoint_id.startswith("checkpoint:") for _, w in self.waits)
+
+    # -- metadata and streams ------------------------------------------------------------
+
+    def emit_metadata(self, update: MetadataUpdate) -> None:
+        """Add a metadata update to the response (steps may run in worker threads)."""
+        with self._lock:
+            self.metadata.append(update)
+
+    def emit_chunk(self, chunk: StreamChunk) -> None:
+        """Add a stream chunk to the response."""
+        with self._lock:
+            self.stream_chunks.append(chunk)

@@ -1,0 +1,164 @@
+"""The ``@workflow`` decorator and the process-wide registry of workflows keyed by id."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from relayflow.errors import WorkflowNotFoundError
+from relayflow.sdk.durations import Duration, parse_optional_duration
+from relayflow.sdk.retry import RetryPolicy
+
+_log = logging.getLogger("relayflow")
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """What ``@workflow`` was given.
+
+    Attributes:
+        retry: The default retry policy of every step (``ctx.set_retry`` replaces it).
+        timeout_ms: The workflow's overall timeout, enforced by the orchestrator.
+        tags: Tags copied onto every run.
+        description: Free text for manifests and dashboards.
+    """
+
+    retry: RetryPolicy | None = None
+    timeout_ms: int | None = None
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+
+
+class Workflow(Generic[R]):
+    """A registered workflow body.
+
+    Attributes:
+        id: The workflow id (the registry key).
+        config: Its :class:`WorkflowConfig`.
+        fn: The decorated body, ``def`` or ``async def body(input, ctx)``.
+        is_async: True for an ``async def`` body (it gets an async ``ctx``).
+
+    Calling the object calls the body, which keeps it usable in plain unit tests.
+    """
+
+    def __init__(self, workflow_id: str, fn: Callable[..., R], config: WorkflowConfig) -> None:
+        self.id = workflow_id
+        self.fn = fn
+        self.config = config
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", workflow_id)
+        self.__wrapped__ = fn
+
+    def __call__(self, input: Any, ctx: Any) -> R:
+        return self.fn(input, ctx)
+
+    def __repr__(self) -> str:
+        return f"Workflow(id={self.id!r})"
+
+
+_REGISTRY: dict[str, Workflow[Any]] = {}
+
+
+@overload
+def workflow(
+    fn: Callable[..., R],
+) -> Workflow[R]: ...
+
+
+@overload
+def workflow(
+    fn: None = None,
+    *,
+    id: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: Duration | None = None,
+    tags: Sequence[str] = (),
+    description: str | None = None,
+) -> Callable[[Callable[..., R]], Workflow[R]]: ...
+
+
+def workflow(
+    fn: Callable[..., R] | None = None,
+    *,
+    id: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: Duration | None = None,
+    tags: Sequence[str] = (),
+    description: str | None = None,
+) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
+    """Declare and register a workflow body.
+
+    Args:
+        fn: The body when the decorator is used bare (its id is then the function name).
+        id: The workflow id; registering an id again replaces the old entry with a warning.
+        retry: The default retry policy of every step.
+        timeout: The overall timeout of a run (a duration).
+        tags: Tags copied onto every run.
+        description: Free text.
+
+    Returns:
+        The :class:`Workflow` (or a decorator producing it).
+
+    Raises:
+        ValueError: The id is empty or ``timeout`` is not a duration.
+
+    Example:
+        >>> @workflow(id="greet")
+        ... def greet(name, ctx):
+        ...     return ctx.step("hello", lambda: f"hello {name}")
+    """
+    config = WorkflowConfig(
+        retry=retry,
+        timeout_ms=parse_optional_duration(timeout),
+        tags=tuple(tags),
+        description=description,
+    )
+
+    def register(body: Callable[..., R]) -> Workflow[R]:
+        workflow_id = id if id is not None else getattr(body, "__name__", "")
+        if not isinstance(workflow_id, str) or not workflow_id:
+            raise ValueError(f"invalid workflow id: {workflow_id!r}")
+        created = Workflow(workflow_id, body, config)
+        if workflow_id in _REGISTRY:
+            _log.warning(
+                "workflow %r registered again: the new definition replaces it", workflow_id
+            )
+        _REGISTRY[workflow_id] = created
+        return created
+
+    if fn is not None:
+        return register(fn)
+    return register
+
+
+def get_workflow(workflow_id: str) -> Workflow[Any]:
+    """The workflow registered under ``workflow_id``.
+
+    Raises:
+        WorkflowNotFoundError: Nothing is registered under that id.
+    """
+    found = _REGISTRY.get(workflow_id)
+    if found is None:
+        raise WorkflowNotFoundError(f"workflow {workflow_id!r} is not registered")
+    return found
+
+
+def find_workflow(workflow_id: str) -> Workflow[Any] | None:
+    """The workflow registered under ``workflow_id``, or ``None``."""
+    return _REGISTRY.get(workflow_id)
+
+
+def registered_workflows() -> list[Workflow[Any]]:
+    """Every registered workflow, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def reset_registry() -> None:
+    """Forget every registered workflow (for tests)."""
+    _REGISTRY.clear()

@@ -1,0 +1,273 @@
+"""Runners perform effects: the synchronous one by calling, the asynchronous one by awaiting."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from relayflow.errors import StepTimeoutError
+from relayflow.sdk.effects import Batch, Body, Call, Effect, Op, Pause
+from relayflow.sdk.scope import STEP_SCOPE, ContextCore
+
+T = TypeVar("T")
+
+ContextFactory = Callable[[ContextCore, Any], Any]
+
+
+def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code, even under a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # handed back to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="relayflow-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+def _timeout_error(label: str, timeout_ms: int) -> StepTimeoutError:
+    return StepTimeoutError(f"step {label!r} timed out after {timeout_ms}ms")
+
+
+def _call_in_thread(fn: Callable[[], Any], timeout_ms: int | None, label: str) -> Any:
+    """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            box["value"] = context.run(fn)
+        except BaseException as exc:  # handed back to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="relayflow-step", daemon=True).start()
+    if not done.wait(None if timeout_ms is None else timeout_ms / 1000):
+        raise _timeout_error(label, timeout_ms or 0)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _thread_future(fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    """Run ``fn`` in a daemon thread and expose it as a future (never blocks loop shutdown)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(fn)
+        except BaseException as exc:  # handed back to the loop
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:
+            return  # the loop is gone: the caller stopped waiting (timeout or abandon)
+
+    threading.Thread(target=target, name="relayflow-step", daemon=True).start()
+    return future
+
+
+class SyncRunner:
+    """Performs effects for a ``def`` body: user calls return values, branches run in order."""
+
+    is_async = False
+
+    def __init__(self, make_context: ContextFactory, sleep: Callable[[float], None] | None) -> None:
+        self._make_context = make_context
+        self._sleep = sleep or time.sleep
+
+    def context(self, core: ContextCore) -> Any:
+        """The synchronous ctx for ``core``."""
+        return self._make_context(core, self)
+
+    def drive(self, op: Op[T]) -> T:
+        """Run an operation to its return value, performing each effect it yields."""
+        try:
+            effect = next(op)
+            while True:
+                try:
+                    result = self._perform(effect)
+                except BaseException as exc:
+                    effect = op.throw(exc)
+                else:
+                    effect = op.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return self._call(effect)
+        if isinstance(effect, Pause):
+            if effect.ms > 0:
+                self._sleep(effect.ms / 1000)
+            return None
+        if isinstance(effect, Body):
+            result = effect.fn(self.context(effect.core), *effect.args)
+            if inspect.isawaitable(result):
+                raise TypeError("a synchronous workflow body cannot run an async function with ctx")
+            return result
+        return self._batch(effect)
+
+    def _call(self, effect: Call) -> Any:
+        token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
+        try:
+            if effect.timeout_ms is None:
+                result = effect.fn(*effect.args)
+                if inspect.isawaitable(result):
+                    result = run_coroutine_sync(_await(result))
+                return result
+
+            def invoke() -> Any:
+                value = effect.fn(*effect.args)
+                if inspect.isawaitable(value):
+                    value = asyncio.run(_await(value))
+                return value
+
+            return _call_in_thread(invoke, effect.timeout_ms, effect.label)
+        finally:
+            if token is not None:
+                STEP_SCOPE.reset(token)
+
+    def _batch(self, effect: Batch) -> None:
+        for branch in effect.branches:
+            if not effect.control.should_continue():
+                return
+            effect.control.started(branch.index)
+            effect.control.finished(branch.index, self.drive(branch.start()))
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+class AsyncRunner:
+    """Performs effects for an ``async def`` body: sync calls go to worker threads."""
+
+    is_async = True
+
+    def __init__(self, make_context: ContextFactory, sleep: Callable[[float], None] | None) -> None:
+        self._make_context = make_context
+        self._sleep = sleep
+
+    def context(self, core: ContextCore) -> Any:
+        """The asynchronous ctx for ``core``."""
+        return self._make_context(core, self)
+
+    async def drive(self, op: Op[T]) -> T:
+        """Run an operation to its return value, awaiting each effect it yields."""
+        try:
+            effect = next(op)
+            while True:
+                try:
+                    result = await self._perform(effect)
+                except BaseException as exc:
+                    effect = op.throw(exc)
+                else:
+                    effect = op.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return await self._call(effect)
+        if isinstance(effect, Pause):
+            if self._sleep is not None:
+                self._sleep(effect.ms / 1000)
+            elif effect.ms > 0:
+                await asyncio.sleep(effect.ms / 1000)
+            return None
+        if isinstance(effect, Body):
+            result = effect.fn(self.context(effect.core), *effect.args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        return await self._batch(effect)
+
+    async def _call(self, effect: Call) -> Any:
+        token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
+        try:
+            if _is_async_callable(effect.fn):
+                pending: Awaitable[Any] = effect.fn(*effect.args)
+            else:
+                fn, args = effect.fn, effect.args
+                pending = _thread_future(lambda: fn(*args))
+            if effect.timeout_ms is None:
+                result = await pending
+            else:
+                try:
+                    result = await asyncio.wait_for(pending, effect.timeout_ms / 1000)
+                except TimeoutError:
+                    raise _timeout_error(effect.label, effect.timeout_ms) from None
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        finally:
+            if token is not None:
+                STEP_SCOPE.reset(token)
+
+    async def _batch(self, effect: Batch) -> None:
+        waiting = deque(effect.branches)
+        running: dict[asyncio.Task[Any], int] = {}
+        try:
+            while waiting or running:
+                while (
+                    waiting
+                    and len(running) < effect.max_concurrency
+                    and effect.control.should_continue()
+                ):
+                    branch = waiting.popleft()
+                    effect.control.started(branch.index)
+                    running[asyncio.ensure_future(self.drive(branch.start()))] = branch.index
+                if not running:
+                    return
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: running[t]):
+                    index = running.pop(task)
+                    error = task.exception()
+                    if error is not None:
+                        raise error
+                    effect.control.finished(index, task.result())
+                if not effect.control.should_continue():
+                    return
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)

@@ -1,0 +1,246 @@
+"""``ctx.step``: run-once semantics over the journal, retries, timeouts and at-most-once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from relayflow.errors import StepInterruptedError
+from relayflow.protocol import (
+    MetadataUpdate,
+    StepAttempt,
+    StepJournalEntry,
+    Waitpoint,
+)
+from relayflow.sdk.effects import Call, Op, Pause
+from relayflow.sdk.failures import serialize_error, step_failure
+from relayflow.sdk.retry import RetryPolicy
+from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
+from relayflow.sdk.serdes import Serdes, dump_value, load_value
+
+Semantics = Literal["at_least_once", "at_most_once"]
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """The keyword options of ``ctx.step``."""
+
+    retry: RetryPolicy | None = None
+    timeout_ms: int | None = None
+    compensate: Callable[..., Any] | None = None
+    idempotency_key: str | None = None
+    serdes: Serdes | None = None
+    semantics: Semantics = "at_least_once"
+
+
+def _replay_metadata(core: ContextCore, entry: StepJournalEntry) -> None:
+    for update in entry.metadata_updates:
+        core.inv.emit_metadata(update)
+
+
+def _finish(core: ContextCore, key: str, entry: StepJournalEntry, opts: StepOptions) -> Any:
+    """Return a final entry's value (registering its compensation) or raise its failure."""
+    core.advance_clock(entry.finished_at)
+    if entry.status == "ok":
+        value = load_value(entry.output, opts.serdes)
+        if opts.compensate is not None:
+            core.compensables.append(Compensable(key, opts.compensate, value))
+        return value
+    error = entry.error or serialize_error(RuntimeError("step failed"))
+    raise step_failure(error, key)
+
+
+def run_step(
+    core: ContextCore,
+    step_id: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    opts: StepOptions,
+) -> Op[Any]:
+    """The ``ctx.step`` operation (see ``WorkflowContext.step``)."""
+    ensure_not_in_step("ctx.step")
+    if not isinstance(step_id, str) or not step_id:
+        raise ValueError(f"invalid step id: {step_id!r}")
+    if opts.semantics not in ("at_least_once", "at_most_once"):
+        raise ValueError(f"invalid semantics: {opts.semantics!r}")
+    inv = core.inv
+    key = core.key(step_id)
+    inv.claim(key)
+    entry = inv.entry(key, "step")
+    if entry is not None:
+        _replay_metadata(core, entry)
+        if entry.status in ("ok", "err"):
+            return _finish(core, key, entry, opts)
+    fn = _mocked(inv.options.step_mocks, key, step_id, fn)
+    policy = opts.retry or core.retry_override
+    attempt = 1
+    if entry is not None and entry.status == "retrying":
+        attempt = entry.attempt + 1
+        wait_id = f"retry:{key}:{attempt}"
+        due = entry.next_attempt_at or 0
+        if inv.resolution(wait_id) is None and inv.now_ms() < due:
+            inv.suspend_on(core.path, _retry_wait(wait_id, key, attempt, due, due - inv.now_ms()))
+    elif entry is not None and entry.status == "started":
+        last = entry.attempts[-1] if entry.attempts else None
+        attempt = last.attempt if last is not None else entry.attempt
+        if last is None or last.invocation != inv.request.invocation_count - 1:
+            # The host died while this attempt ran: it is never run again.
+            error = StepInterruptedError(f"step {key!r} attempt {attempt} was interrupted")
+            outcome = _record_failure(core, key, entry, attempt, error, policy, opts)
+            if outcome is None:
+                raise step_failure(serialize_error(error), key)
+            attempt, pause = outcome
+            yield Pause(pause)
+    if entry is None:
+        entry = StepJournalEntry(status="started", kind="step", attempt=0, started_at=inv.now_ms())
+    while True:
+        ready = opts.semantics == "at_most_once" and _durably_started(entry, attempt, inv)
+        inv.begin_work(may_yield=not ready)
+        if opts.semantics == "at_most_once" and not ready:
+            now = inv.now_ms()
+            entry.status = "started"
+            entry.attempt = attempt
+            entry.attempts.append(
+                StepAttempt(
+                    attempt=attempt,
+                    status="started",
+                    started_at=now,
+                    invocation=inv.request.invocation_count,
+                )
+            )
+            inv.journal.step_results[key] = entry
+            inv.request_yield("at_most_once")
+        started_at = inv.now_ms()
+        info = StepInfo(key, attempt, opts.idempotency_key or f"{inv.request.run_id}:{key}")
+        scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
+        try:
+            value = yield Call(fn, args, opts.timeout_ms, scope, key)
+            output = dump_value(value, opts.serdes)
+        except Exception as exc:
+            _keep_metadata(entry, scope.updates)
+            _drop_started(entry, attempt)
+            entry.attempts.append(_attempt(attempt, "err", started_at, inv.now_ms(), exc))
+            outcome = _record_failure(core, key, entry, attempt, exc, policy, opts)
+            if outcome is None:
+                raise step_failure(serialize_error(exc), key) from exc
+            attempt, pause = outcome
+            yield Pause(pause)
+            continue
+        finished_at = inv.now_ms()
+        _keep_metadata(entry, scope.updates)
+        _drop_started(entry, attempt)
+        entry.attempts.append(_attempt(attempt, "ok", started_at, finished_at, None))
+        entry.status = "ok"
+        entry.output = output
+        entry.error = None
+        entry.attempt = attempt
+        entry.finished_at = finished_at
+        entry.next_attempt_at = None
+        if entry.started_at == 0:
+            entry.started_at = started_at
+        inv.journal.step_results[key] = entry
+        return _finish(core, key, entry, opts)
+
+
+def _mocked(
+    mocks: Mapping[str, Any], key: str, step_id: str, fn: Callable[..., Any]
+) -> Callable[..., Any]:
+    """The step function, or its test double from ``ExecutorOptions.step_mocks``."""
+    for name in (key, step_id):
+        if name in mocks:
+            return _as_callable(mocks[name])
+    return fn
+
+
+def _as_callable(double: Any) -> Callable[..., Any]:
+    if callable(double):
+        return double  # type: ignore[no-any-return]
+    return lambda *args: double
+
+
+def _durably_started(entry: StepJournalEntry, attempt: int, inv: Any) -> bool:
+    last = entry.attempts[-1] if entry.attempts else None
+    return (
+        entry.status == "started"
+        and last is not None
+        and last.attempt == attempt
+        and last.status == "started"
+        and last.invocation == inv.request.invocation_count - 1
+    )
+
+
+def _drop_started(entry: StepJournalEntry, attempt: int) -> None:
+    """The started marker of an at-most-once attempt is replaced by its outcome."""
+    last = entry.attempts[-1] if entry.attempts else None
+    if last is not None and last.attempt == attempt and last.status == "started":
+        entry.attempts.pop()
+
+
+def _keep_metadata(entry: StepJournalEntry, updates: list[MetadataUpdate]) -> None:
+    entry.metadata_updates.extend(updates)
+
+
+def _attempt(
+    number: int, status: Any, started: int, finished: int, error: BaseException | None
+) -> StepAttempt:
+    return StepAttempt(
+        attempt=number,
+        status=status,
+        started_at=started,
+        finished_at=finished,
+        error=serialize_error(error) if error is not None else None,
+    )
+
+
+def _retry_wait(wait_id: str, key: str, attempt: int, wake_at: int, delay: int) -> Waitpoint:
+    return Waitpoint(
+        client_waitpoint_id=wait_id,
+        kind="DATETIME",
+        meta={"wakeAt": wake_at, "stepId": key, "attempt": attempt},
+        timeout_ms=max(0, delay),
+    )
+
+
+def _record_failure(
+    core: ContextCore,
+    key: str,
+    entry: StepJournalEntry,
+    attempt: int,
+    error: BaseException,
+    policy: RetryPolicy | None,
+    opts: StepOptions,
+) -> tuple[int, int] | None:
+    """Journal a failed attempt; returns ``(next attempt, in-process pause)`` or ``None``.
+
+    A delay too long to wait in process journals the entry as ``retrying`` and suspends on a
+    ``retry:`` wait. ``None`` means the step failed for good (the entry is journalled ``err``).
+    """
+    inv = core.inv
+    now = inv.now_ms()
+    last = entry.attempts[-1] if entry.attempts else None
+    if last is not None and last.attempt == attempt and last.status == "started":
+        entry.attempts[-1] = _attempt(attempt, "err", last.started_at, now, error)
+    entry.attempt = attempt
+    if entry.started_at == 0 and entry.attempts:
+        entry.started_at = entry.attempts[0].started_at
+    if policy is None or not policy.should_retry(error, attempt):
+        entry.status = "err"
+        entry.error = serialize_error(error)
+        entry.finished_at = now
+        entry.next_attempt_at = None
+        inv.journal.step_results[key] = entry
+        core.advance_clock(now)
+        return None
+    delay = policy.delay_ms(attempt, error, now_ms=now, jitter_key=f"{inv.request.run_id}:{key}")
+    if inv.can_wait_in_process(delay):
+        entry.status = "retrying"
+        entry.next_attempt_at = now + delay
+        inv.journal.step_results[key] = entry
+        return attempt + 1, delay
+    entry.status = "retrying"
+    entry.error = serialize_error(error)
+    entry.next_attempt_at = now + delay
+    inv.journal.step_results[key] = entry
+    wait_id = f"retry:{key}:{attempt + 1}"
+    inv.suspend_on(core.path, _retry_wait(wait_id, key, attempt + 1, now + delay, delay))

@@ -1,0 +1,283 @@
+"""``WorkflowTestEnv``: the in-memory orchestrator, the in-process step host and a virtual
+clock, wired together for users' own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
+from relayflow.core.settings import CoreSettings
+from relayflow.core.views import JournalEvent, RunDetail, RunListPage
+from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
+from relayflow.engine import Engine
+from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
+from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
+
+#: The virtual clock's default start: 2023-11-14T22:13:20Z.
+DEFAULT_START_MS = 1_700_000_000_000
+_MAX_ALARMS = 1_000_000
+
+
+def crash() -> NoReturn:
+    """Kill the step host here, as if its process died (call it inside a step).
+
+    The invocation ends without answering and nothing it did is saved; the run stays
+    leased by the dead driver until ``env.recover(run_id)`` re-drives it.
+    """
+    raise HostCrashSignal("simulated step host crash")
+
+
+def _duration_ms(duration: int | str) -> int:
+    from relayflow.sdk.durations import parse_duration
+
+    return parse_duration(duration)
+
+
+def _register(workflows: Iterable[Any]) -> dict[str, Any]:
+    """Make sure each given workflow is the one registered under its id."""
+    from relayflow.sdk.registry import find_workflow, workflow
+
+    by_id: dict[str, Any] = {}
+    for wf in workflows:
+        if find_workflow(wf.id) is not wf:
+            config = wf.config
+            workflow(
+                id=wf.id,
+                retry=config.retry,
+                timeout=config.timeout_ms,
+                tags=config.tags,
+                description=config.description,
+            )(wf.fn)
+        by_id[wf.id] = find_workflow(wf.id)
+    return by_id
+
+
+def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Executor options: in-process retry waits move the virtual clock instead of sleeping."""
+    from relayflow.worker import ExecutorOptions
+
+    def sleep(seconds: float) -> None:
+        clock.advance(max(0, round(seconds * 1000)))
+
+    fields: dict[str, Any] = {"sleep": sleep}
+    if step_mocks:
+        if "step_mocks" not in ExecutorOptions.__dataclass_fields__:
+            raise ValidationError(
+                "step_mocks needs a step host that supports them "
+                "(ExecutorOptions.step_mocks is missing)"
+            )
+        fields["step_mocks"] = dict(step_mocks)
+    return {"options": ExecutorOptions(**fields)}
+
+
+def _memory_manifests(clock: VirtualClock) -> ManifestStore:
+    from relayflow.adapters.memory.manifests import InMemoryManifestStore
+
+    store: ManifestStore = InMemoryManifestStore(clock=clock)
+    return store
+
+
+class WorkflowTestEnv:
+    """An orchestrator in memory with a virtual clock, hosting ``workflows`` in process.
+
+    Args:
+        workflows: The ``@workflow`` objects to host.
+        services: What ``ctx.services`` resolves in their bodies.
+        step_mocks: Step id -> callable replacing that step's function.
+        settings: Core limits (operations limit, inbox size...).
+        start_ms: Initial virtual time (epoch ms).
+        environment: Default environment of triggered runs.
+
+    Example:
+        >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
+        >>> run = env.trigger("orders.fulfil", {"id": "o1"}, idempotency_key="o1")
+        >>> env.advance("10m")
+        >>> env.get_run(run.id).status
+        'waiting'
+    """
+
+    def __init__(
+        self,
+        workflows: Sequence[Any] = (),
+        services: Mapping[str, object] | None = None,
+        *,
+        step_mocks: Mapping[str, Any] | None = None,
+        settings: CoreSettings | None = None,
+        start_ms: int = DEFAULT_START_MS,
+        environment: str = "development",
+    ) -> None:
+        self._workflows = _register(workflows)
+        self.clock = VirtualClock(start_ms)
+        self.runs = InMemoryRunStore()
+        self.alarms = InMemoryAlarmClock()
+        self.dispatcher = InlineDispatcher(
+            services=services,
+            clock=self.clock,
+            handler_options=_host_options(self.clock, step_mocks),
+        )
+        self.engine = Engine(
+            runs=self.runs,
+            alarms=self.alarms,
+            dispatchers=DispatcherResolver(default=self.dispatcher),
+            clock=self.clock,
+            settings=settings,
+            workflow_timeout=self._timeout_of,
+        )
+        self.environment = environment
+        self.driver = WorkflowDriver(engine=self.engine, manifests=_memory_manifests(self.clock))
+        self.admin: WorkflowAdmin = self.driver.admin
+
+    def _timeout_of(self, workflow_id: str) -> int | None:
+        from relayflow.sdk.registry import find_workflow
+
+        found = self._workflows.get(workflow_id) or find_workflow(workflow_id)
+        timeout = getattr(getattr(found, "config", None), "timeout_ms", None)
+        return timeout if isinstance(timeout, int) else None
+
+    # ----- time ---------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The virtual time in epoch milliseconds."""
+        return self.clock.now_ms()
+
+    def advance(self, duration: int | str) -> None:
+        """Move time forward, firing every alarm that falls due on the way, in order."""
+        self._fire_until(self.now() + _duration_ms(duration))
+
+    def run_until_idle(self) -> None:
+        """Jump to each next alarm and fire it, until no alarm is left."""
+        self._fire_until(None)
+
+    def _fire_until(self, target: int | None) -> None:
+        for _ in range(_MAX_ALARMS):
+            upcoming = self.alarms.next_alarm()
+            if upcoming is None or (target is not None and upcoming[1] > target):
+                break
+            run_id, wake_at = upcoming
+            self.clock.set(wake_at)
+            self.fire_alarm(run_id, wake_at)
+        else:
+            raise RelayflowError(f"more than {_MAX_ALARMS} alarms fired; a run never settles")
+        if target is not None:
+            self.clock.set(target)
+
+    def fire_alarm(self, run_id: str, wake_at: int | None = None) -> None:
+        """Deliver the run's alarm now (also usable to send an early or duplicate alarm)."""
+        armed = self.alarms.armed(run_id)
+        if wake_at is None:
+            wake_at = armed if armed is not None else self.now()
+        if armed == wake_at:
+            self.alarms.take(run_id, wake_at)
+        self.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+
+    def armed_alarm(self, run_id: str) -> int | None:
+        """When the run's alarm is armed, or None."""
+        return self.alarms.armed(run_id)
+
+    # ----- runs ---------------------------------------------------------------------------
+
+    def trigger(self, workflow: Any, input: Any = None, **options: Any) -> RunDetail:
+        """Start a run (``idempotency_key=``, ``tags=``, ``environment=``, ``run_id=``)."""
+        options.setdefault("environment", self.environment)
+        return self.driver.trigger(workflow, input, **options)
+
+    def get_run(self, run_id: str) -> RunDetail:
+        """The run's detail: ``status``, ``output``, ``error``, ``timeline``, ``metadata``..."""
+        found = self.admin.get_run(run_id)
+        if found is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return found
+
+    def list_runs(self, **filters: Any) -> RunListPage:
+        """Runs newest first (see ``WorkflowAdmin.list_runs``)."""
+        return self.admin.list_runs(**filters)
+
+    def stream_run(self, run_id: str, *, follow: bool = False) -> list[JournalEvent]:
+        """The run's journal events so far (or, with ``follow``, until it ends)."""
+        return list(self.admin.stream_run(run_id, follow=follow))
+
+    def cancel(self, run_id: str, reason: str | None = None, compensate: bool = False) -> RunDetail:
+        """Cancel a run (and its children), compensating first when asked."""
+        return self.admin.cancel_run(run_id, reason=reason, compensate=compensate)
+
+    def recover(self, run_id: str) -> RunDetail:
+        """Re-drive a run whose host crashed, from its last saved record (like the sweeper)."""
+        self.engine.recover(run_id)
+        return self.get_run(run_id)
+
+    def sweep(self) -> list[str]:
+        """Re-drive every run whose wake time passed and whose lease is free or expired."""
+        return self.engine.sweep()
+
+    # ----- events and manifests -------------------------------------------------------------
+
+    def register_manifest(self, manifest: Mapping[str, Any], environment: str | None = None) -> str:
+        """Register a manifest for event routing; returns its version id."""
+        return self.driver.register_manifest(environment or self.environment, manifest)
+
+    def ingest_event(
+        self,
+        envelope: Mapping[str, Any],
+        *,
+        environment: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Route an event through the registered manifest (``{ok, eventId, matches}``)."""
+        return self.driver.ingest_event(
+            environment or self.environment, envelope, idempotency_key=idempotency_key
+        )
+
+    # ----- injections -----------------------------------------------------------------------
+
+    def send_event(
+        self, run_id: str, event_type: str, payload: Any = None, **options: Any
+    ) -> Delivery:
+        """Send an event to a run (``event_id=``, ``metadata=``)."""
+        return self.driver.send_event(run_id, event_type, payload, **options)
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> Delivery:
+        """Send a signal to a run."""
+        return self.driver.send_signal(run_id, name, payload)
+
+    def complete_token(
+        self, token_id: str, payload: Any = None, *, run_id: str | None = None
+    ) -> Delivery:
+        """Complete a token; the run is found by its pending wait unless given."""
+        return self.driver.complete_token(self._token_run(token_id, run_id), token_id, payload)
+
+    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
+        """Fail a token with ``error`` (an exception, a message or an error dict)."""
+        return self.driver.fail_token(self._token_run(token_id, run_id), token_id, error)
+
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
+        """Heartbeat a token wait."""
+        return self.driver.heartbeat_token(self._token_run(token_id, run_id), token_id)
+
+    def _token_run(self, token_id: str, run_id: str | None) -> str:
+        if run_id is not None:
+            return run_id
+        owners: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = self.runs.list_runs(
+                RunQuery(statuses=("waiting", "running"), limit=500, cursor=cursor)
+            )
+            owners.extend(
+                r.id
+                for r in page.runs
+                if any(
+                    w.kind == "MANUAL" and w.meta.get("tokenId") == token_id
+                    for w in r.pending_waitpoints
+                )
+            )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        if len(owners) != 1:
+            found = "no run" if not owners else f"{len(owners)} runs"
+            raise ValidationError(
+                f"{found} waiting on token {token_id!r}; pass run_id= to say which run"
+            )
+        return owners[0]

@@ -1,0 +1,128 @@
+"""The step host entry point: validate a step request, replay the workflow, answer (status, body).
+
+Checks run in the reference order: 400 ``invalid_json``, 400 ``invalid_request``, 426
+``protocol_version_mismatch``, 404 ``workflow_not_found``, 500 ``executor_error``, else 200 with
+the StepResponse (even when the workflow failed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pydantic
+
+from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest
+from relayflow.sdk.executor import execute
+from relayflow.sdk.invocation import ExecutorOptions
+from relayflow.sdk.registry import find_workflow
+
+_log = logging.getLogger("relayflow.worker")
+
+_REQUIRED = (
+    "protocolVersion",
+    "runId",
+    "workflowId",
+    "workflowVersion",
+    "invocationCount",
+    "journal",
+    "environment",
+    "deadline",
+    "tenantMeta",
+    "runMeta",
+)
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _refuse(status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {"error": code, "message": message}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _structural_problem(raw: dict[str, Any]) -> str | None:
+    """The reference's structural check of a step request (sub-fields are filled in later)."""
+    missing = [key for key in _REQUIRED if key not in raw]
+    if missing:
+        return f"missing field(s): {', '.join(missing)}"
+    if not _is_number(raw["protocolVersion"]):
+        return "protocolVersion must be a number"
+    for key in ("runId", "workflowId"):
+        if not isinstance(raw[key], str) or not raw[key]:
+            return f"{key} must be a non-empty string"
+    if not _is_number(raw["invocationCount"]) or raw["invocationCount"] < 1:
+        return "invocationCount must be a number >= 1"
+    for key in ("journal", "tenantMeta", "runMeta"):
+        if not isinstance(raw[key], dict):
+            return f"{key} must be an object"
+    if raw["environment"] not in ENVIRONMENTS:
+        return f"environment must be one of {', '.join(ENVIRONMENTS)}"
+    return None
+
+
+def handle_step_request(
+    raw: Any,
+    *,
+    services: Mapping[str, object] | None = None,
+    now_ms: Callable[[], int] | None = None,
+    options: ExecutorOptions | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Run one invocation of a workflow body for the orchestrator.
+
+    Args:
+        raw: The request: ``StepRequest.to_wire()`` (a dict), or its JSON text/bytes.
+        services: What ``ctx.services.resolve(name)`` / ``.has(name)`` see.
+        now_ms: The host's clock in epoch ms (a virtual clock in tests).
+        options: Executor tuning (in-process retry threshold, checkpoint interval...).
+
+    Returns:
+        ``(HTTP status, body)``: 200 with a StepResponse in wire form, otherwise
+        ``{"error", "message"}``.
+    """
+    if isinstance(raw, str | bytes | bytearray):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            return _refuse(400, "invalid_json", f"request body is not JSON: {exc}")
+    if not isinstance(raw, dict):
+        return _refuse(400, "invalid_request", "request body must be a JSON object")
+    problem = _structural_problem(raw)
+    if problem is not None:
+        return _refuse(400, "invalid_request", problem)
+    if raw["protocolVersion"] != PROTOCOL_VERSION:
+        return _refuse(
+            426,
+            "protocol_version_mismatch",
+            f"protocol version {raw['protocolVersion']!r} is not supported "
+            f"(this host speaks {PROTOCOL_VERSION})",
+        )
+    try:
+        request = StepRequest.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        return _refuse(400, "invalid_request", f"invalid step request: {exc}")
+    workflow = find_workflow(request.workflow_id)
+    if workflow is None:
+        return _refuse(
+            404, "workflow_not_found", f"workflow {request.workflow_id!r} is not registered"
+        )
+    try:
+        response = execute(
+            workflow,
+            request,
+            services=services,
+            now_ms=now_ms or _wall_clock_ms,
+            options=options,
+        )
+        body = response.to_wire()
+    except Exception as exc:
+        _log.exception("executor error for run %s", request.run_id)
+        return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")
+    return 200, body

@@ -1,0 +1,85 @@
+"""The RunStore port contract: atomic inserts, version-conditional saves, real cursors,
+the sweeper's due query. One factory per store; adding a backend is one entry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from relayflow.adapters.memory import InMemoryRunStore
+from relayflow.core.record import RunRecord
+from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
+from relayflow.ports import RunQuery, RunStore
+
+STORE_FACTORIES: dict[str, Callable[[], RunStore]] = {
+    "memory": InMemoryRunStore,
+}
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+def store(request: pytest.FixtureRequest) -> RunStore:
+    return STORE_FACTORIES[request.param]()
+
+
+def record(run_id: str, started_at: int = 1000, **fields: object) -> RunRecord:
+    return RunRecord.model_validate(
+        {"id": run_id, "workflowId": "wf", "startedAt": started_at, **fields}
+    )
+
+
+def test_insert_is_atomic_and_reports_the_existing_run(store: RunStore) -> None:
+    first = store.try_insert(record("r", input=1))
+    assert first.version == 1
+    with pytest.raises(RunAlreadyExistsError) as info:
+        store.try_insert(record("r", input=2))
+    assert info.value.existing.input == 1
+
+
+def test_saves_are_conditional_on_the_version(store: RunStore) -> None:
+    stored = store.try_insert(record("r"))
+    saved = store.save(stored.model_copy(update={"status": "waiting"}), expected_version=1)
+    assert saved.version == 2
+    with pytest.raises(StaleRunError):
+        store.save(stored.model_copy(update={"status": "failed"}), expected_version=1)
+    found = store.get("r")
+    assert found is not None and found.status == "waiting" and found.version == 2
+
+
+def test_a_record_round_trips_through_the_store(store: RunStore) -> None:
+    original = record(
+        "r",
+        tags=["a"],
+        inbox=[{"id": "e1", "kind": "EVENT", "key": "x", "receivedAt": 5, "payload": {"n": 1}}],
+        lease={"owner": "me", "expiresAt": 9},
+        journal={"stepResults": {"s": {"status": "ok", "output": [1, 2]}}},
+    )
+    store.try_insert(original)
+    assert store.get("r") == original.model_copy(update={"version": 1})
+    assert store.get("missing") is None
+
+
+def test_listing_pages_newest_first_with_cursors_and_filters(store: RunStore) -> None:
+    for n in range(5):
+        store.try_insert(record(f"r{n}", started_at=1000 + n, tags=["even"] if n % 2 == 0 else []))
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        page = store.list_runs(RunQuery(limit=2, cursor=cursor))
+        pages.append([r.id for r in page.runs])
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == [["r4", "r3"], ["r2", "r1"], ["r0"]]
+    tagged = store.list_runs(RunQuery(tag="even", started_after=1001))
+    assert [r.id for r in tagged.runs] == ["r4", "r2"]
+    with pytest.raises(ValidationError):
+        store.list_runs(RunQuery(cursor="%%%"))
+
+
+def test_due_runs_are_the_unfinished_ones_whose_wake_time_passed(store: RunStore) -> None:
+    store.try_insert(record("late", wakeAt=500))
+    store.try_insert(record("soon", wakeAt=2000))
+    store.try_insert(record("done", status="completed"))
+    assert store.due_runs(1000) == ["late"]
+    assert store.due_runs(3000) == ["late", "soon"]

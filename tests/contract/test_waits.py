@@ -1,0 +1,185 @@
+"""Waits over every driver: sleeps and alarms, events, signals, tokens, the inbox, timeouts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import contract_workflows as wf
+import pytest
+
+from relayflow.errors import RunTerminalError
+from relayflow.testing import DriverHarness
+
+MakeEnv = Callable[..., DriverHarness]
+MINUTE = 60_000
+
+
+def test_a_sleep_parks_the_run_until_its_alarm(make_env: MakeEnv) -> None:
+    recorder = wf.Recorder()
+    env = make_env(workflows=[wf.sleepy], services={"rec": recorder})
+    start = env.now()
+    run = env.trigger("ct.sleepy", None)
+    assert run.status == "waiting"
+    assert env.armed_alarm(run.id) == start + 10 * MINUTE
+    env.advance("9m")
+    assert env.get_run(run.id).status == "waiting"
+    env.advance("1m")
+    done = env.get_run(run.id)
+    assert (done.status, done.output) == ("completed", "rested")
+    assert recorder.items == ["before", "after"]
+    [sleep] = [e for e in done.timeline if e.type == "wait"]
+    assert (sleep.id, sleep.started_at, sleep.ended_at) == (
+        "sleep:0",
+        start,
+        start + 10 * MINUTE,
+    )
+
+
+def test_early_and_duplicate_alarms_are_harmless(make_env: MakeEnv) -> None:
+    recorder = wf.Recorder()
+    env = make_env(workflows=[wf.sleepy], services={"rec": recorder})
+    run = env.trigger("ct.sleepy", None)
+    wake = env.armed_alarm(run.id)
+    env.fire_alarm(run.id, env.now())
+    assert env.get_run(run.id).status == "waiting"
+    assert env.armed_alarm(run.id) == wake
+    env.advance("10m")
+    env.fire_alarm(run.id, wake)
+    assert env.get_run(run.id).status == "completed"
+    assert recorder.items == ["before", "after"]
+
+
+def test_a_run_with_200_sleeps_completes(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.many_sleeps])
+    run = env.trigger("ct.many_sleeps", {"n": 200})
+    env.run_until_idle()
+    done = env.get_run(run.id)
+    assert (done.status, done.output) == ("completed", 200)
+    assert env.now() - done.started_at == 200_000
+
+
+def test_an_event_resolves_a_wait_whose_match_it_satisfies(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.shipment])
+    run = env.trigger("ct.shipment", {"id": "o1"})
+    other = env.send_event(run.id, "shipment.created", {"orderId": "o2"})
+    assert other.status == "buffered" and env.get_run(run.id).status == "waiting"
+    mine = env.send_event(run.id, "shipment.created", {"orderId": "o1", "carrier": "ups"})
+    assert mine.status == "resolved"
+    assert env.get_run(run.id).output == {"orderId": "o1", "carrier": "ups"}
+
+
+def test_a_signal_resumes_the_run(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.approval])
+    run = env.trigger("ct.approval", None)
+    env.signal(run.id, "approve", {"by": "ann"})
+    assert env.get_run(run.id).output == {"by": "ann"}
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("complete", {"value": {"ok": True}}),
+        ("fail", {"failed": "declined"}),
+    ],
+)
+def test_tokens_are_completed_or_failed(make_env: MakeEnv, action: str, expected: dict) -> None:
+    env = make_env(workflows=[wf.token])
+    run = env.trigger("ct.token", {})
+    token_id = env.get_run(run.id).metadata["token"]
+    if action == "complete":
+        env.complete_token(token_id, {"ok": True})
+    else:
+        env.fail_token(token_id, "declined", run_id=run.id)
+    assert env.get_run(run.id).output == expected
+
+
+def test_heartbeats_keep_a_token_wait_alive_until_they_stop(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.token])
+    run = env.trigger("ct.token", {"heartbeat": "1m"})
+    token_id = env.get_run(run.id).metadata["token"]
+    env.advance("50s")
+    env.heartbeat_token(token_id)
+    env.advance("50s")
+    assert env.get_run(run.id).status == "waiting"
+    env.advance("11s")
+    assert env.get_run(run.id).output == {"heartbeat": "missed"}
+
+
+def test_an_early_event_waits_in_the_inbox_for_its_wait(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.after_sleep_event])
+    run = env.trigger("ct.after_sleep_event", {})
+    assert env.send_event(run.id, "paid", {"amount": 5}).status == "buffered"
+    env.advance("10m")
+    done = env.get_run(run.id)
+    assert (done.status, done.output) == ("completed", {"amount": 5})
+    event_wait = next(e for e in done.timeline if e.id.startswith("event:"))
+    assert event_wait.source == "inbox"
+
+
+def test_lookback_ignores_buffered_events_that_are_too_old(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.after_sleep_event])
+    run = env.trigger("ct.after_sleep_event", {"lookback": "1m"})
+    env.send_event(run.id, "paid", {"amount": 5})
+    env.advance("10m")
+    assert env.get_run(run.id).status == "waiting"
+    env.send_event(run.id, "paid", {"amount": 7})
+    assert env.get_run(run.id).output == {"amount": 7}
+
+
+def test_a_duplicate_event_id_is_delivered_once(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.collect])
+    run = env.trigger("ct.collect", {"n": 2})
+    env.send_event(run.id, "item", 1, event_id="e1")
+    assert env.send_event(run.id, "item", 1, event_id="e1").status == "duplicate"
+    env.send_event(run.id, "item", 2, event_id="e2")
+    assert env.get_run(run.id).output == [1, 2]
+
+
+def test_concurrent_injections_are_each_consumed_once(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.collect])
+    run = env.trigger("ct.collect", {"n": 6})
+    barrier = threading.Barrier(6)
+
+    def send(n: int) -> None:
+        barrier.wait()
+        env.send_event(run.id, "item", n, event_id=f"e{n}")
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    env.run_until_idle()
+    done = env.get_run(run.id)
+    assert done.status == "completed" and sorted(done.output) == list(range(6))
+
+
+@pytest.mark.parametrize(("on_timeout", "output"), [("null", {"got": None})])
+def test_a_wait_timeout_resolves_to_none(make_env: MakeEnv, on_timeout: str, output: dict) -> None:
+    env = make_env(workflows=[wf.event_timeout])
+    run = env.trigger("ct.event_timeout", {"on_timeout": on_timeout})
+    env.advance("59m")
+    assert env.get_run(run.id).status == "waiting"
+    env.advance("1m")
+    assert env.get_run(run.id).output == output
+
+
+def test_a_wait_timeout_raises_when_asked(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.raise_timeout, wf.event_timeout])
+    caught = env.trigger("ct.raise_timeout", None)
+    uncaught = env.trigger("ct.event_timeout", {"on_timeout": "raise"})
+    env.advance("1h")
+    assert env.get_run(caught.id).output == {"caught": "WAIT_TIMEOUT"}
+    failed = env.get_run(uncaught.id)
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.code == "WAIT_TIMEOUT"
+
+
+def test_injections_into_finished_runs_are_refused(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.approval])
+    run = env.trigger("ct.approval", None)
+    env.signal(run.id, "approve", 1)
+    with pytest.raises(RunTerminalError) as info:
+        env.signal(run.id, "approve", 2)
+    assert info.value.code == "run_terminal"

@@ -31,5 +31,42 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# ---- infrastructure (CDK) -------------------------------------------------------------------
+# Synthesis is offline: no Docker, no AWS credentials. Lambda code is bundled by pip
+# (--platform manylinux2014_<arch> --only-binary=:all:) into cdk.out/.relayflow-bundles,
+# cached by a hash of the sources. `.venv/bin` goes first on PATH so that cdk.json's
+# `python3 infra/app.py` runs with the project's virtualenv when the CDK CLI is used.
+STAGE ?= dev
+CDK_VERSION ?= 2
+CDK_ENV = PATH="$(CURDIR)/$(BIN):$$PATH" JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+# The CDK CLI from npm, run through npx (cached under ~/.npm; writes nothing in the tree).
+CDK = $(CDK_ENV) npx --yes aws-cdk@$(CDK_VERSION)
+
+.PHONY: synth test-infra cdk-cli diff deploy destroy
+
+# Synthesise the sample stack into cdk.out (cdk-nag AwsSolutions runs inside the synth and
+# fails it on any unacknowledged finding), then cfn-lint the template (W3005 is CDK noise).
+synth: $(STAMP)
+	$(CDK_ENV) $(BIN)/python infra/app.py -c stage=$(STAGE)
+	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/Relayflow-$(STAGE).template.json
+
+# The CDK template, cdk-nag and cfn-lint tests (also part of `make unit`).
+test-infra: $(STAMP)
+	$(BIN)/pytest -q tests/infra
+
+# Fetch the CDK CLI once (optional: the targets below fetch it on first use).
+cdk-cli:
+	$(CDK) --version
+
+# Need AWS credentials (and `cdk bootstrap` once per account/region).
+diff: $(STAMP)
+	$(CDK) diff -c stage=$(STAGE)
+
+deploy: $(STAMP)
+	$(CDK) deploy -c stage=$(STAGE) --require-approval broadening
+
+destroy: $(STAMP)
+	$(CDK) destroy -c stage=$(STAGE)
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache cdk.out

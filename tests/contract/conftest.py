@@ -6,12 +6,14 @@ workflows with the given services. Adding a backend is one entry in ``DRIVER_FAC
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from relayflow.testing import DriverHarness, WorkflowTestEnv
+from tests.aws.moto_driver import moto_driver
+from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
 
 
 def memory_driver(
@@ -26,10 +28,21 @@ def memory_driver(
 
 DRIVER_FACTORIES: dict[str, Callable[..., DriverHarness]] = {
     "memory": memory_driver,
+    "aws-moto": moto_driver,
 }
+#: Drivers that need moto running (and fake credentials) while the test runs.
+ON_MOTO = {"aws-moto"}
 
 
 @pytest.fixture(params=sorted(DRIVER_FACTORIES))
-def make_env(request: pytest.FixtureRequest) -> Callable[..., DriverHarness]:
+def make_env(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., DriverHarness]]:
     """Builds a harness of the parametrised driver: ``make_env(workflows=[...], services=...)``."""
-    return DRIVER_FACTORIES[request.param]
+    if request.param not in ON_MOTO:
+        yield DRIVER_FACTORIES[request.param]
+        return
+    use_fake_credentials(monkeypatch)
+    use_fast_transactions(monkeypatch)
+    with moto_backend():
+        yield DRIVER_FACTORIES[request.param]

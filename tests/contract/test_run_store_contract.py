@@ -3,23 +3,44 @@ the sweeper's due query. One factory per store; adding a backend is one entry.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.memory import InMemoryRunStore
+from relayflow.config import Settings
 from relayflow.core.record import RunRecord
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import RunQuery, RunStore
+from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+
+
+def dynamodb_run_store() -> RunStore:
+    """A DynamoDB run store on moto (call inside an active moto backend)."""
+    clients = AwsClients(region="eu-west-1")
+    tables.create_resources(clients, Settings(table_name="runs"))
+    return DynamoDBRunStore("runs", client_factory=clients.dynamodb)
+
 
 STORE_FACTORIES: dict[str, Callable[[], RunStore]] = {
     "memory": InMemoryRunStore,
+    "dynamodb-moto": dynamodb_run_store,
 }
+ON_MOTO = {"dynamodb-moto"}
 
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))
-def store(request: pytest.FixtureRequest) -> RunStore:
-    return STORE_FACTORIES[request.param]()
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
+    if request.param not in ON_MOTO:
+        yield STORE_FACTORIES[request.param]()
+        return
+    use_fake_credentials(monkeypatch)
+    use_fast_transactions(monkeypatch)
+    with moto_backend():
+        yield STORE_FACTORIES[request.param]()
 
 
 def record(run_id: str, started_at: int = 1000, **fields: object) -> RunRecord:

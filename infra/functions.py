@@ -1,0 +1,182 @@
+"""The four relayflow Lambda functions: api, drive, sweeper and worker, each with its own role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+__all__ = [
+    "FUNCTION_SPECS",
+    "FunctionSpec",
+    "RelayflowFunctions",
+    "drive_function_name",
+    "function_arn",
+]
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+_MAX_FUNCTION_NAME = 64
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What distinguishes one relayflow function from another."""
+
+    name: str
+    handler: str
+    timeout: Duration
+    description: str
+    asynchronous: bool
+
+
+FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(
+        "api",
+        "functions.api.handler.handler",
+        # API Gateway gives up on an integration after 30 s.
+        Duration.seconds(29),
+        "relayflow HTTP API",
+        asynchronous=False,
+    ),
+    FunctionSpec(
+        "drive",
+        "functions.drive.handler.handler",
+        Duration.minutes(15),
+        "relayflow drive: advances one run (alarms and hand-offs)",
+        asynchronous=True,
+    ),
+    FunctionSpec(
+        "sweeper",
+        "functions.sweeper.handler.handler",
+        Duration.minutes(5),
+        "relayflow sweeper: re-drives runs whose alarm was missed",
+        asynchronous=True,
+    ),
+    FunctionSpec(
+        "worker",
+        "functions.worker.handler.handler",
+        Duration.minutes(15),
+        "relayflow worker: hosts workflow bodies and answers step requests",
+        asynchronous=False,
+    ),
+)
+
+
+def drive_function_name(scope: Construct) -> str:
+    """A deterministic, unique name for the drive function of `scope` (at most 64 characters).
+
+    Alarms created at run time target the drive function, and the drive function arms alarms,
+    so it needs its own ARN; a fixed name avoids a function that references itself.
+    """
+    suffix = "-drive"
+    return (
+        Names.unique_resource_name(
+            scope, max_length=_MAX_FUNCTION_NAME - len(suffix), separator="-"
+        )
+        + suffix
+    )
+
+
+class RelayflowFunctions(Construct):
+    """The api, drive, sweeper and worker functions, with log groups and roles of their own.
+
+    Roles start with nothing but writing to their own log group; the orchestrator grants each
+    function exactly what it calls.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        architecture: lambda_.Architecture,
+        memory_size: int,
+        sweeper_memory_size: int,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        drive_name: str,
+        failure_queue: sqs.IQueue,
+    ) -> None:
+        """Create the functions; async invocations that keep failing go to `failure_queue`."""
+        super().__init__(scope, construct_id)
+        self.functions: dict[str, lambda_.Function] = {}
+        for spec in FUNCTION_SPECS:
+            log_group = logs.LogGroup(
+                self,
+                f"{spec.name.capitalize()}Logs",
+                retention=log_retention,
+                removal_policy=removal_policy,
+            )
+            role = iam.Role(
+                self,
+                f"{spec.name.capitalize()}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"relayflow {spec.name} function",
+            )
+            function = lambda_.Function(
+                self,
+                spec.name.capitalize(),
+                function_name=drive_name if spec.name == "drive" else None,
+                description=spec.description,
+                code=code,
+                handler=spec.handler,
+                runtime=RUNTIME,
+                architecture=architecture,
+                memory_size=sweeper_memory_size if spec.name == "sweeper" else memory_size,
+                timeout=spec.timeout,
+                role=role,
+                log_group=log_group,
+                logging_format=lambda_.LoggingFormat.JSON,
+                application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+                system_log_level_v2=lambda_.SystemLogLevel.WARN,
+                environment={
+                    "POWERTOOLS_SERVICE_NAME": f"relayflow-{spec.name}",
+                    "POWERTOOLS_METRICS_NAMESPACE": "relayflow",
+                },
+                retry_attempts=2 if spec.asynchronous else None,
+                max_event_age=Duration.hours(1) if spec.asynchronous else None,
+                on_failure=destinations.SqsDestination(failure_queue)
+                if spec.asynchronous
+                else None,
+            )
+            # The role is created here, so logging rights are granted explicitly (no managed
+            # policy), scoped to the function's own log group.
+            log_group.grant_write(role)
+            self.functions[spec.name] = function
+
+    @property
+    def api(self) -> lambda_.Function:
+        """The function behind the HTTP API."""
+        return self.functions["api"]
+
+    @property
+    def drive(self) -> lambda_.Function:
+        """The function alarms and hand-offs invoke to advance a run."""
+        return self.functions["drive"]
+
+    @property
+    def sweeper(self) -> lambda_.Function:
+        """The function the recurring sweeper schedule invokes."""
+        return self.functions["sweeper"]
+
+    @property
+    def worker(self) -> lambda_.Function:
+        """The step host function (hosts workflow bodies)."""
+        return self.functions["worker"]
+
+
+def function_arn(stack: Stack, function_name: str) -> str:
+    """The ARN of the function named `function_name` in `stack`'s account and region."""
+    return stack.format_arn(
+        service="lambda",
+        resource="function",
+        resource_name=function_name,
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )

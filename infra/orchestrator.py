@@ -1,0 +1,409 @@
+"""`RelayflowOrchestrator`: one construct that deploys relayflow (storage, functions, API, time).
+
+It composes one construct per capability and wires them: environment variables (names from
+`relayflow.config` and `relayflow.api`), least-privilege grants, alarms and outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+from aws_cdk import CfnOutput, Duration, SecretValue, Stack, Tags
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.api import RelayflowHttpApi
+from infra.bundling import LambdaBundle, lambda_code
+from infra.functions import RelayflowFunctions, drive_function_name, function_arn
+from infra.monitoring import RelayflowMonitoring
+from infra.props import (
+    ApiAuthMode,
+    HttpStepHost,
+    InlineStepHost,
+    LambdaStepHost,
+    RelayflowOrchestratorProps,
+    StepHost,
+    WorkerStepHost,
+)
+from infra.scheduling import RelayflowScheduling
+from infra.storage import PAYLOAD_PREFIX, RelayflowStorage
+from infra.suppressions import acknowledge
+from relayflow import config
+from relayflow.adapters.aws import tables
+from relayflow.api import handler as api_handler
+from relayflow.api import settings as api_settings
+
+__all__ = ["RelayflowOrchestrator", "StepHostError"]
+
+_ENVIRONMENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+_EMPTY_TOKEN_LIST = json.dumps({"tokens": []})
+
+
+class StepHostError(ValueError):
+    """The step hosts of a deployment contradict each other (two defaults, one workflow twice)."""
+
+
+class RelayflowOrchestrator(Construct):
+    """A complete relayflow deployment.
+
+    Creates the runs and manifests tables, the payload bucket, the api, drive, sweeper and
+    worker functions, the HTTP API, the run-alarm schedule group with its role and
+    dead-letter queue, the sweeper schedule, alarms and outputs.
+
+    Example:
+        ```python
+        RelayflowOrchestrator(stack, "Relayflow", RelayflowOrchestratorProps(
+            environment_name="prod",
+            step_hosts=(InlineStepHost(module="myapp.workflows"),),
+        ))
+        ```
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        props: RelayflowOrchestratorProps | None = None,
+    ) -> None:
+        """Create the deployment described by `props` (defaults: see the props)."""
+        super().__init__(scope, construct_id)
+        self.props = props = props or RelayflowOrchestratorProps()
+        if not _ENVIRONMENT_NAME.match(props.environment_name):
+            raise ValueError(
+                "environment_name must start with a letter and hold up to 32 letters, digits "
+                f"or hyphens, got {props.environment_name!r}"
+            )
+        _check_step_hosts(props.step_hosts)
+        stack = Stack.of(self)
+        Tags.of(self).add("relayflow:environment", props.environment_name)
+
+        self.storage = RelayflowStorage(
+            self,
+            "Storage",
+            removal_policy=props.removal_policy,
+            payload_expiration=(
+                Duration.days(props.payload_expiration_days)
+                if props.payload_expiration_days is not None
+                else None
+            ),
+        )
+        drive_name = drive_function_name(self)
+        self.drive_function_arn = function_arn(stack, drive_name)
+        self.scheduling = RelayflowScheduling(
+            self,
+            "Scheduling",
+            drive_function_arn=self.drive_function_arn,
+            removal_policy=props.removal_policy,
+        )
+        self.functions = RelayflowFunctions(
+            self,
+            "Functions",
+            code=props.code or lambda_code(self._bundle()),
+            architecture=props.architecture,
+            memory_size=props.memory_size,
+            sweeper_memory_size=props.sweeper_memory_size,
+            log_retention=props.log_retention,
+            removal_policy=props.removal_policy,
+            drive_name=drive_name,
+            failure_queue=self.scheduling.dead_letter_queue,
+        )
+        self.scheduling.add_sweeper_schedule(self.functions.sweeper, props.sweeper_interval)
+        self.tokens_secret = self._tokens_secret() if props.api_auth is ApiAuthMode.BEARER else None
+        self.http_api = RelayflowHttpApi(
+            self,
+            "Api",
+            handler=self.functions.api,
+            api_name=f"relayflow-{props.environment_name}",
+            auth=props.api_auth,
+            cors=props.cors,
+            throttle_rate=props.api_throttle_rate,
+            throttle_burst=props.api_throttle_burst,
+            log_retention=props.log_retention,
+            removal_policy=props.removal_policy,
+        )
+        self._configure_engine_functions()
+        self._configure_api_function()
+        self._configure_worker_function()
+        self.monitoring = RelayflowMonitoring(
+            self,
+            "Monitoring",
+            functions=self.functions.functions,
+            dead_letter_queue=self.scheduling.dead_letter_queue,
+            http_api=self.http_api.http_api,
+            alarm_email=props.alarm_email,
+            alarm_topic=props.alarm_topic,
+        )
+        self._acknowledge_findings()
+        self._outputs()
+
+    # ---- wiring -------------------------------------------------------------------------------
+
+    def _bundle(self) -> LambdaBundle:
+        x86 = self.props.architecture.name == lambda_.Architecture.X86_64.name
+        return dataclasses.replace(self.props.bundle, architecture="x86_64" if x86 else "arm64")
+
+    def _tokens_secret(self) -> secretsmanager.Secret:
+        return secretsmanager.Secret(
+            self,
+            "ApiTokens",
+            description=(
+                "relayflow API bearer tokens, as SHA-256 digests: "
+                '{"tokens": [{"sha256": "<hex>", "name": "...", "scopes": ["*"]}]}'
+            ),
+            # An empty list refuses every request until the operator adds a token digest.
+            secret_string_value=SecretValue.unsafe_plain_text(_EMPTY_TOKEN_LIST),
+            removal_policy=self.props.removal_policy,
+        )
+
+    @property
+    def engine_functions(self) -> tuple[lambda_.Function, ...]:
+        """The functions that drive runs (api, drive, sweeper): they share one configuration."""
+        return (self.functions.api, self.functions.drive, self.functions.sweeper)
+
+    def _engine_environment(self) -> dict[str, str]:
+        storage, scheduling = self.storage, self.scheduling
+        env = {
+            config.ENV_TABLE_NAME: storage.runs_table.table_name,
+            config.ENV_MANIFESTS_TABLE: storage.manifests_table.table_name,
+            config.ENV_MANIFESTS_BUCKET: storage.manifests_bucket.bucket_name,
+            config.ENV_PAYLOAD_BUCKET: storage.payload_bucket.bucket_name,
+            config.ENV_SCHEDULE_GROUP: scheduling.schedule_group_name,
+            config.ENV_SCHEDULER_ROLE_ARN: scheduling.alarm_role.role_arn,
+            config.ENV_DRIVE_FUNCTION_ARN: self.drive_function_arn,
+            config.ENV_DLQ_ARN: scheduling.dead_letter_queue.queue_arn,
+            config.ENV_RETENTION_DAYS: str(self.props.run_retention_days),
+        }
+        env.update(self._dispatch_environment())
+        return env
+
+    def _dispatch_environment(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        mapping: dict[str, str] = {}
+        default: StepHost = InlineStepHost()
+        for host in self.props.step_hosts:
+            if not host.workflows:
+                default = host
+            for workflow in host.workflows:
+                mapping[workflow] = self._dispatch_value(host)
+            if isinstance(host, HttpStepHost):
+                # Resolved by CloudFormation at deploy time (a dynamic reference), so the
+                # template never holds the secret.
+                env[config.ENV_SIGNING_SECRET] = host.signing_secret.secret_value.unsafe_unwrap()
+                env[config.ENV_SIGNING_MODE] = host.signing_mode
+        inline = [h for h in (*self.props.step_hosts, default) if isinstance(h, InlineStepHost)]
+        modules = list(dict.fromkeys(h.module for h in inline))
+        kind, _, target = self._dispatch_value(default).partition(":")
+        env[config.ENV_DISPATCHER] = kind
+        if kind == "lambda":
+            env[config.ENV_DISPATCH_FUNCTION] = target
+        elif kind == "http":
+            env[config.ENV_DISPATCH_URL] = target
+        if mapping:
+            env[config.ENV_DISPATCH_MAP] = Stack.of(self).to_json_string(mapping)
+        if modules:
+            env[api_handler.ENV_WORKFLOW_MODULES] = ",".join(modules)
+        return env
+
+    def _dispatch_value(self, host: StepHost) -> str:
+        if isinstance(host, InlineStepHost):
+            return "inline"
+        if isinstance(host, WorkerStepHost):
+            return f"lambda:{self.functions.worker.function_arn}"
+        if isinstance(host, LambdaStepHost):
+            return f"lambda:{host.function.function_arn}"
+        return f"http:{host.url}"
+
+    def _step_host_functions(self) -> list[lambda_.IFunction]:
+        hosts: list[lambda_.IFunction] = []
+        for host in self.props.step_hosts:
+            if isinstance(host, WorkerStepHost):
+                hosts.append(self.functions.worker)
+            elif isinstance(host, LambdaStepHost):
+                hosts.append(host.function)
+        return hosts
+
+    def _configure_engine_functions(self) -> None:
+        env = self._engine_environment()
+        storage = self.storage
+        invoke_targets = [self.drive_function_arn] + [
+            fn.function_arn for fn in self._step_host_functions()
+        ]
+        for function in self.engine_functions:
+            for name, value in env.items():
+                function.add_environment(name, value)
+            role = _role_of(function)
+            storage.runs_table.grant_read_write_data(role)
+            storage.manifests_table.grant_read_write_data(role)
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                    resources=[storage.payload_bucket.arn_for_objects("*")],
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "scheduler:CreateSchedule",
+                        "scheduler:UpdateSchedule",
+                        "scheduler:DeleteSchedule",
+                        "scheduler:GetSchedule",
+                    ],
+                    resources=[self.scheduling.schedule_arn_pattern()],
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.scheduling.alarm_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=sorted(set(invoke_targets))
+                )
+            )
+        # A run that checkpoints many times hands itself to the drive function again and
+        # again; that chain is intended, and the per-run operations limit bounds it.
+        drive = self.functions.drive.node.default_child
+        assert isinstance(drive, lambda_.CfnFunction)
+        drive.recursive_loop = "Allow"
+
+    def _configure_api_function(self) -> None:
+        api = self.functions.api
+        props = self.props
+        api.add_environment(api_settings.ENV_API_AUTH, props.api_auth.value)
+        api.add_environment(
+            config.ENV_INLINE_DRIVE_BUDGET, str(int(props.inline_drive_budget.to_milliseconds()))
+        )
+        if self.tokens_secret is not None:
+            api.add_environment(api_settings.ENV_API_TOKENS_SECRET, self.tokens_secret.secret_arn)
+            self.tokens_secret.grant_read(_role_of(api))
+        if props.cors is not None:
+            api.add_environment(
+                api_settings.ENV_API_CORS_ORIGINS, ",".join(props.cors.allow_origins)
+            )
+
+    def _configure_worker_function(self) -> None:
+        worker = self.functions.worker
+        storage = self.storage
+        worker.add_environment(config.ENV_PAYLOAD_BUCKET, storage.payload_bucket.bucket_name)
+        _role_of(worker).add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[storage.payload_bucket.arn_for_objects(f"{PAYLOAD_PREFIX}*")],
+            )
+        )
+
+    # ---- findings and outputs ----------------------------------------------------------------
+
+    def _acknowledge_findings(self) -> None:
+        storage = self.storage
+        group = Stack.of(self).resolve(self.scheduling.schedule_group_name)
+        for function in self.engine_functions:
+            policy = _role_of(function).node.try_find_child("DefaultPolicy")
+            assert policy is not None
+            for resource, definition in (
+                (storage.runs_table, tables.RUNS_TABLE),
+                (storage.manifests_table, tables.MANIFESTS_TABLE),
+            ):
+                if not definition.get("GlobalSecondaryIndexes"):
+                    continue
+                acknowledge(
+                    policy,
+                    f"AwsSolutions-IAM5[Resource::<{_logical_id(resource)}.Arn>/index/*]",
+                    "Queries the table's global secondary indexes (run listings, wake times); "
+                    "the actions are listed one by one.",
+                )
+            acknowledge(
+                policy,
+                f"AwsSolutions-IAM5[Resource::<{_logical_id(storage.payload_bucket)}.Arn>/*]",
+                "Payload and manifest objects are named by content hash at run time; only "
+                "Get/Put/DeleteObject are allowed, on this one bucket.",
+            )
+            acknowledge(
+                policy,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:"
+                f"<AWS::AccountId>:schedule/{group}/*]",
+                "Run alarms are one-time schedules named after each run, created at run time in "
+                "this deployment's own schedule group only.",
+            )
+        worker_policy = _role_of(self.functions.worker).node.try_find_child("DefaultPolicy")
+        assert worker_policy is not None
+        acknowledge(
+            worker_policy,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(storage.payload_bucket)}.Arn>/"
+            f"{PAYLOAD_PREFIX}*]",
+            "Payload objects are named by content hash at run time; only Get/PutObject under "
+            "the payload prefix are allowed.",
+        )
+        for function in self.functions.functions.values():
+            acknowledge(
+                function,
+                "AwsSolutions-L1",
+                "Pinned to Python 3.12 on purpose: the bundle's native wheels are built for "
+                "cp312 and the runtime is supported; upgrading is a deliberate change.",
+            )
+        if self.tokens_secret is not None:
+            acknowledge(
+                self.tokens_secret,
+                "AwsSolutions-SMG4",
+                "Holds SHA-256 digests of API tokens that operators issue; rotating means "
+                "issuing new tokens and replacing the digests, which no rotation Lambda can do.",
+            )
+
+    def _outputs(self) -> None:
+        # Stable output keys (`<construct id>ApiUrl`, ...) so scripts can look them up.
+        prefix = re.sub(r"[^A-Za-z0-9]", "", self.node.id)
+        outputs = {
+            "ApiUrl": (self.http_api.url, "relayflow HTTP API URL"),
+            "RunsTableName": (self.storage.runs_table.table_name, "DynamoDB table of runs"),
+            "DriveFunctionName": (
+                self.functions.drive.function_name,
+                "Function that run alarms invoke",
+            ),
+            "DeadLetterQueueUrl": (
+                self.scheduling.dead_letter_queue.queue_url,
+                "Undeliverable alarms and failed asynchronous drives",
+            ),
+        }
+        if self.tokens_secret is not None:
+            outputs["ApiTokensSecretName"] = (
+                self.tokens_secret.secret_name,
+                "Secrets Manager secret holding the API token digests",
+            )
+        for name, (value, description) in outputs.items():
+            output = CfnOutput(self, name, value=value, description=description)
+            output.override_logical_id(f"{prefix}{name}")
+
+
+def _role_of(function: lambda_.Function) -> iam.Role:
+    role = function.role
+    assert isinstance(role, iam.Role)
+    return role
+
+
+def _logical_id(construct: Construct) -> str:
+    child = construct.node.default_child
+    assert child is not None
+    return Stack.of(construct).resolve(child.logical_id)  # type: ignore[attr-defined,no-any-return]
+
+
+def _check_step_hosts(hosts: tuple[StepHost, ...]) -> None:
+    defaults = [h for h in hosts if not h.workflows]
+    if len(defaults) > 1:
+        raise StepHostError("at most one step host may be the default (have no workflows)")
+    seen: set[str] = set()
+    for host in hosts:
+        for workflow in host.workflows:
+            if workflow in seen:
+                raise StepHostError(f"workflow {workflow!r} is routed to two step hosts")
+            seen.add(workflow)
+    secrets = {id(h.signing_secret) for h in hosts if isinstance(h, HttpStepHost)}
+    modes = {h.signing_mode for h in hosts if isinstance(h, HttpStepHost)}
+    if len(secrets) > 1 or len(modes) > 1:
+        raise StepHostError("all HTTP step hosts of a deployment share one signing secret and mode")

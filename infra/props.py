@@ -1,0 +1,164 @@
+"""Settings of a relayflow deployment: the props of `RelayflowOrchestrator` and its step hosts."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
+
+from infra.bundling import LambdaBundle
+
+__all__ = [
+    "ApiAuthMode",
+    "CorsSettings",
+    "HttpStepHost",
+    "InlineStepHost",
+    "LambdaStepHost",
+    "RelayflowOrchestratorProps",
+    "StepHost",
+    "WorkerStepHost",
+]
+
+
+class ApiAuthMode(enum.Enum):
+    """How callers of the HTTP API authenticate."""
+
+    BEARER = "bearer"
+    """`Authorization: Bearer <token>`; the api function compares it with hashes in a secret."""
+    IAM = "iam"
+    """SigV4-signed requests checked by API Gateway (callers need `execute-api:Invoke`)."""
+
+
+@dataclass(frozen=True)
+class CorsSettings:
+    """CORS answered by API Gateway for browser callers.
+
+    Attributes:
+        allow_origins: Origins allowed to call the API (`["*"]` for any).
+        allow_headers: Request headers browsers may send.
+        allow_methods: HTTP methods browsers may use.
+        max_age: How long browsers may cache a preflight answer.
+    """
+
+    allow_origins: tuple[str, ...]
+    allow_headers: tuple[str, ...] = ("authorization", "content-type", "x-relayflow-protocol")
+    allow_methods: tuple[str, ...] = ("GET", "POST", "OPTIONS")
+    max_age: Duration = field(default_factory=lambda: Duration.hours(1))
+
+
+@dataclass(frozen=True)
+class InlineStepHost:
+    """Workflows that run inside the orchestrator's own functions (no extra hop).
+
+    Attributes:
+        module: Python module (inside the bundle) whose import registers the workflows.
+        workflows: Workflow ids routed here; empty makes this the default step host.
+    """
+
+    module: str = "examples"
+    workflows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerStepHost:
+    """Workflows hosted by the deployment's own worker function, invoked through Lambda.
+
+    The worker hosts the workflows its handler (`functions/worker/handler.py`) imports.
+
+    Attributes:
+        workflows: Workflow ids routed here; empty makes this the default step host.
+    """
+
+    workflows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LambdaStepHost:
+    """Workflows hosted by an existing Lambda function that answers step requests.
+
+    Attributes:
+        function: The step host function; the orchestrator is granted `lambda:InvokeFunction`.
+        workflows: Workflow ids routed here; empty makes this the default step host.
+    """
+
+    function: lambda_.IFunction
+    workflows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HttpStepHost:
+    """Workflows hosted behind an HTTPS endpoint; each step request is signed.
+
+    Attributes:
+        url: The endpoint step requests are POSTed to.
+        signing_secret: Secret whose value signs requests (HMAC-SHA256). All HTTP step hosts of
+            one deployment share one secret.
+        workflows: Workflow ids routed here; empty makes this the default step host.
+        signing_mode: `relayflow` (timestamped signature) or `voyant` (reference-compatible).
+    """
+
+    url: str
+    signing_secret: secretsmanager.ISecret
+    workflows: tuple[str, ...] = ()
+    signing_mode: Literal["relayflow", "voyant"] = "relayflow"
+
+
+StepHost = InlineStepHost | WorkerStepHost | LambdaStepHost | HttpStepHost
+
+
+@dataclass(frozen=True)
+class RelayflowOrchestratorProps:
+    """What a relayflow deployment looks like.
+
+    Attributes:
+        environment_name: Deployment name (for example `dev`, `prod`); names resources and
+            tags them. Letters, digits and hyphens.
+        step_hosts: Where workflow bodies run. At most one host has no `workflows` (the
+            default); with none, workflows run inline in the orchestrator's functions.
+        architecture: Lambda architecture; arm64 is cheaper per millisecond.
+        memory_size: Memory (MiB) of the api, drive and worker functions.
+        sweeper_memory_size: Memory (MiB) of the sweeper function.
+        api_auth: How API callers authenticate (bearer tokens or IAM).
+        cors: CORS for browser callers; `None` answers no preflight.
+        run_retention_days: Days finished runs are kept before the table's TTL removes them.
+        payload_expiration_days: Days after which payload objects expire; `None` keeps them.
+            Payloads are shared by content hash, so pick a value well above the longest life
+            of a run plus `run_retention_days`.
+        removal_policy: What happens to the table and buckets when the stack is deleted.
+        alarm_email: Address subscribed to the alarm topic; `None` for no subscription.
+        alarm_topic: Existing topic alarms notify; overrides `alarm_email`.
+        log_retention: How long function and API access logs are kept.
+        sweeper_interval: How often the sweeper looks for runs whose alarm was missed.
+        api_throttle_rate: Steady-state requests per second the API accepts.
+        api_throttle_burst: Burst of requests the API accepts.
+        inline_drive_budget: How long the api function drives a new run before handing off.
+        bundle: How Lambda code is bundled (project root, cache folder); the architecture
+            is taken from `architecture`.
+        code: Ready-made Lambda code to use instead of bundling (for example a prebuilt zip).
+    """
+
+    environment_name: str = "dev"
+    step_hosts: tuple[StepHost, ...] = ()
+    architecture: lambda_.Architecture = field(default_factory=lambda: lambda_.Architecture.ARM_64)
+    memory_size: int = 1024
+    sweeper_memory_size: int = 256
+    api_auth: ApiAuthMode = ApiAuthMode.BEARER
+    cors: CorsSettings | None = None
+    run_retention_days: int = 30
+    payload_expiration_days: int | None = None
+    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    alarm_email: str | None = None
+    alarm_topic: sns.ITopic | None = None
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    sweeper_interval: Duration = field(default_factory=lambda: Duration.minutes(5))
+    api_throttle_rate: int = 50
+    api_throttle_burst: int = 100
+    inline_drive_budget: Duration = field(default_factory=lambda: Duration.seconds(10))
+    bundle: LambdaBundle = field(default_factory=LambdaBundle)
+    code: lambda_.Code | None = None

@@ -1,0 +1,135 @@
+"""Assembles the AWS adapters, the dispatchers and the engine into a workflow driver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.manifests import DynamoDBManifestStore
+from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.memory.clock import SystemClock
+from relayflow.config import DispatchTarget, Settings
+from relayflow.core.settings import CoreSettings
+from relayflow.dispatch.http_dispatcher import HttpDispatcher, TransportRetry
+from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
+from relayflow.drivers import WorkflowDriver
+from relayflow.engine import Engine
+from relayflow.ports import Clock, Dispatcher, DispatcherResolver, PayloadStore
+
+if TYPE_CHECKING:
+    from relayflow.protocol import TenantMeta
+
+
+def build_dispatcher(
+    target: DispatchTarget,
+    settings: Settings,
+    clients: AwsClients,
+    *,
+    services: Mapping[str, object] | None = None,
+    clock: Clock | None = None,
+) -> Dispatcher:
+    """The dispatcher of one ``DispatchTarget`` (signed with the configured secret)."""
+    retry = TransportRetry(retries=settings.dispatch_retries)
+    if target.kind == "lambda":
+        return LambdaDispatcher(
+            target.target,
+            client_factory=clients.lambda_,
+            secret=settings.signing_secret,
+            mode=settings.signing_mode,
+            retry=retry,
+        )
+    if target.kind == "http":
+        return HttpDispatcher(
+            target.target,
+            secret=settings.signing_secret,
+            mode=settings.signing_mode,
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            retry=retry,
+        )
+    return InlineDispatcher(services=services, clock=clock)
+
+
+def build_dispatchers(
+    settings: Settings,
+    clients: AwsClients,
+    *,
+    services: Mapping[str, object] | None = None,
+    clock: Clock | None = None,
+) -> DispatcherResolver:
+    """The default dispatcher plus ``RELAYFLOW_DISPATCH_MAP`` overrides.
+
+    A map key names a ``tenantScript`` or a workflow id; the tenant script wins, as in
+    :meth:`Settings.dispatch_target_for`.
+    """
+    built: dict[DispatchTarget, Dispatcher] = {}
+
+    def one(target: DispatchTarget) -> Dispatcher:
+        if target not in built:
+            built[target] = build_dispatcher(
+                target, settings, clients, services=services, clock=clock
+            )
+        return built[target]
+
+    overrides = {key: one(target) for key, target in settings.dispatch_map.items()}
+    return DispatcherResolver(
+        default=one(settings.dispatcher), by_tenant_script=overrides, by_workflow=overrides
+    )
+
+
+def build_aws_driver(
+    settings: Settings,
+    *,
+    clients: AwsClients | None = None,
+    clock: Clock | None = None,
+    dispatchers: DispatcherResolver | None = None,
+    services: Mapping[str, object] | None = None,
+    on_due: DueCallback | None = None,
+    core_settings: CoreSettings | None = None,
+    tenant_meta: TenantMeta | None = None,
+) -> WorkflowDriver:
+    """A :class:`~relayflow.drivers.WorkflowDriver` on DynamoDB, S3 and Scheduler.
+
+    Args:
+        settings: Resource names and dispatch configuration (``Settings.from_env()``).
+        clients: boto3 clients (built for ``settings.region`` when None).
+        clock: Time source (the wall clock when None).
+        dispatchers: Step hosts per run (built from ``settings`` when None).
+        services: What inline-hosted workflows resolve through ``ctx.services``.
+        on_due: Drives a run whose wake time already passed; by default the drive function
+            is invoked asynchronously with ``{"runId", "wakeAt"}``.
+        core_settings: Limits and timings of the engine.
+        tenant_meta: Owner given to runs this driver starts.
+
+    Raises:
+        ValidationError: A setting the driver needs is missing (the message names it).
+    """
+    clients = clients or AwsClients.from_settings(settings)
+    clock = clock or SystemClock()
+    payloads: PayloadStore | None = None
+    if settings.payload_bucket:
+        payloads = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
+    runs = DynamoDBRunStore.from_settings(
+        settings, client_factory=clients.dynamodb, clock=clock, payload_store=payloads
+    )
+    if on_due is None:
+        on_due = lambda_event_on_due(settings.require("drive_function_arn"), clients.lambda_)
+    alarms = SchedulerAlarmClock.from_settings(
+        settings, client_factory=clients.scheduler, clock=clock, on_due=on_due
+    )
+    manifests = DynamoDBManifestStore.from_settings(
+        settings, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=clock
+    )
+    engine = Engine(
+        runs=runs,
+        alarms=alarms,
+        dispatchers=dispatchers
+        or build_dispatchers(settings, clients, services=services, clock=clock),
+        clock=clock,
+        settings=core_settings,
+    )
+    return WorkflowDriver(engine=engine, manifests=manifests, tenant_meta=tenant_meta)

@@ -1,0 +1,230 @@
+"""Queries of the DynamoDB run store: listing through the indexes, and due runs for the sweeper.
+
+Listing merges the partitions an index query needs (several statuses, or every environment)
+newest first; a cursor is the listing position ``(startedAt, runId)`` of the last run returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import heapq
+import json
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from relayflow.adapters.aws import run_items as ri
+from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws.errors import reraise
+from relayflow.core.record import RunRecord
+from relayflow.errors import ValidationError
+from relayflow.ports import RunPage, RunQuery
+from relayflow.protocol import ENVIRONMENTS
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_TIME_HIGH = "9" * 15 + "$"
+
+
+def encode_cursor(started_at: int, run_id: str) -> str:
+    """An opaque cursor: the listing position ``(startedAt, runId)`` of the last run returned."""
+    raw = json.dumps([started_at, run_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """The position a cursor points after; raises ``ValidationError`` when it is not one."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        started_at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return int(started_at), str(run_id)
+    except (ValueError, TypeError) as exc:
+        raise ValidationError(f"invalid cursor: {cursor!r}") from exc
+
+
+def time_key(started_at: int, run_id: str) -> str:
+    """The listing indexes' sort key: zero-padded start time, then the run id."""
+    return f"{started_at:015d}#{run_id}"
+
+
+def wake_shard(run_id: str) -> str:
+    """The wake-time index partition of a run."""
+    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % t.WAKE_SHARDS
+    return f"wake#{bucket}"
+
+
+class RunIndexReader:
+    """Reads the runs table's indexes for one store.
+
+    Args:
+        table_name: The runs table.
+        client: Returns the DynamoDB client.
+        header_record: Builds a header-only record from a header item.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Callable[[], DynamoDBClient],
+        header_record: Callable[[dict[str, Any]], RunRecord],
+    ) -> None:
+        self.table_name = table_name
+        self._db = client
+        self._header_record = header_record
+
+    # ---- listing --------------------------------------------------------------------------
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        """Runs matching ``query``, newest first; the records carry their header fields only.
+
+        The journal, streams and other per-entry collections are empty in listed records
+        (``get`` returns them); ``next_cursor`` resumes after the last run of the page.
+        """
+        if query.limit < 1:
+            raise ValidationError(f"limit must be at least 1, got {query.limit}")
+        index, key_attr, partitions, filters = _plan(query)
+        low = f"{query.started_after:015d}" if query.started_after is not None else "0"
+        high = _TIME_HIGH
+        if query.started_before is not None:
+            if query.started_before <= 0:
+                return RunPage(runs=[], next_cursor=None)
+            high = f"{query.started_before - 1:015d}$"
+        after: str | None = None
+        if query.cursor is not None:
+            after = time_key(*decode_cursor(query.cursor))
+            high = min(high, after)
+        if low > high:
+            return RunPage(runs=[], next_cursor=None)
+        streams = [
+            self._index_items(index, key_attr, p, low, high, filters, query.limit)
+            for p in partitions
+        ]
+        chosen: list[dict[str, Any]] = []
+        for item in heapq.merge(*streams, key=lambda i: i[t.TIME_KEY]["S"], reverse=True):
+            if item[t.TIME_KEY]["S"] == after:
+                continue
+            chosen.append(item)
+            if len(chosen) > query.limit:
+                break
+        page, more = chosen[: query.limit], len(chosen) > query.limit
+        records = self._headers([item["runId"]["S"] for item in page])
+        next_cursor = None
+        if more and page:
+            last = page[-1]
+            next_cursor = encode_cursor(int(last["startedAt"]["N"]), last["runId"]["S"])
+        return RunPage(runs=records, next_cursor=next_cursor)
+
+    def _index_items(
+        self,
+        index: str,
+        key_attr: str,
+        partition: str,
+        low: str,
+        high: str,
+        filters: tuple[str, dict[str, str], dict[str, Any]] | None,
+        limit: int,
+    ) -> Iterator[dict[str, Any]]:
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": index,
+            "KeyConditionExpression": "#p = :p AND #t BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": {"#p": key_attr, "#t": t.TIME_KEY},
+            "ExpressionAttributeValues": {
+                ":p": ri.s(partition),
+                ":lo": ri.s(low),
+                ":hi": ri.s(high),
+            },
+            "ScanIndexForward": False,
+            "Limit": min(max(limit + 1, 10), 500),
+        }
+        if filters is not None:
+            expression, names, values = filters
+            params["FilterExpression"] = expression
+            params["ExpressionAttributeNames"].update(names)
+            params["ExpressionAttributeValues"].update(values)
+        while True:
+            page = self._call("listing runs", self._db().query, **params)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _headers(self, run_ids: list[str]) -> list[RunRecord]:
+        found: dict[str, RunRecord] = {}
+        for start in range(0, len(run_ids), 100):
+            keys = [{t.PK: ri.s(r), t.SK: ri.s(ri.HEADER_SK)} for r in run_ids[start : start + 100]]
+            pending: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            while pending:
+                answer = self._call("reading runs", self._db().batch_get_item, RequestItems=pending)
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    found[item["runId"]["S"]] = self._header_record(item)
+                pending = dict(answer.get("UnprocessedKeys") or {})
+        return [found[r] for r in run_ids if r in found]
+
+    def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Ids of runs whose wake time is at or before ``before_ms``, earliest first."""
+        if limit < 1:
+            return []
+        due: list[tuple[int, str]] = []
+        for shard in range(t.WAKE_SHARDS):
+            params: dict[str, Any] = {
+                "TableName": self.table_name,
+                "IndexName": t.INDEX_BY_WAKE_TIME,
+                "KeyConditionExpression": "#s = :s AND #w <= :before",
+                "ExpressionAttributeNames": {"#s": t.WAKE_SHARD_KEY, "#w": t.WAKE_AT},
+                "ExpressionAttributeValues": {
+                    ":s": ri.s(f"wake#{shard}"),
+                    ":before": ri.n(before_ms),
+                },
+                "Limit": limit,
+            }
+            page = self._call("finding due runs", self._db().query, **params)
+            due.extend(
+                (int(item[t.WAKE_AT]["N"]), item[t.PK]["S"]) for item in page.get("Items", [])
+            )
+        return [run_id for _, run_id in sorted(due)[:limit]]
+
+    def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:
+        try:
+            return fn(**params)
+        except Exception as exc:
+            reraise(exc, action)
+
+
+def _plan(
+    query: RunQuery,
+) -> tuple[str, str, list[str], tuple[str, dict[str, str], dict[str, Any]] | None]:
+    """Which index and partitions serve ``query``, and the filter for the remaining fields."""
+    clauses: list[str] = []
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    statuses = list(dict.fromkeys(query.statuses))
+    if query.workflow_id is not None:
+        index, key_attr, partitions = t.INDEX_BY_WORKFLOW, t.WORKFLOW_KEY, [query.workflow_id]
+        if statuses:
+            names["#st"] = "status"
+            placeholders = []
+            for i, status in enumerate(statuses):
+                values[f":st{i}"] = ri.s(status)
+                placeholders.append(f":st{i}")
+            clauses.append(f"#st IN ({', '.join(placeholders)})")
+        if query.environment is not None:
+            names["#env"] = "environment"
+            values[":env"] = ri.s(query.environment)
+            clauses.append("#env = :env")
+    elif statuses:
+        index, key_attr, partitions = t.INDEX_BY_STATUS, t.STATUS_KEY, statuses
+        if query.environment is not None:
+            names["#env"] = "environment"
+            values[":env"] = ri.s(query.environment)
+            clauses.append("#env = :env")
+    else:
+        index, key_attr = t.INDEX_BY_ENVIRONMENT, t.ENVIRONMENT_KEY
+        partitions = [query.environment] if query.environment is not None else list(ENVIRONMENTS)
+    if query.tag is not None:
+        names["#tags"] = "tags"
+        values[":tag"] = ri.s(query.tag)
+        clauses.append("contains(#tags, :tag)")
+    filters = (" AND ".join(clauses), names, values) if clauses else None
+    return index, key_attr, partitions, filters

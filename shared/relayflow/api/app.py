@@ -1,0 +1,404 @@
+"""The HTTP API as a Powertools ``APIGatewayHttpResolver``, built from an injected driver.
+
+:func:`create_app` wires the routers (runs, events, manifests, health), the exception map,
+authentication and the request checks that must run before routing: size, encoding, JSON,
+method and scope. Nothing a client sends can produce a 500 or a stack trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic.json_schema import models_json_schema
+
+from relayflow import __version__
+from relayflow.api.auth import Authenticator, Principal
+from relayflow.api.context import MAX_BODY_BYTES, ApiContext, WaitPolicy
+from relayflow.api.errors import (
+    ApiError,
+    ForbiddenError,
+    describe_validation_errors,
+    domain_error_answer,
+    error_response,
+)
+from relayflow.api.metrics import EmfMetrics, MetricsSink
+from relayflow.api.models import COMPONENT_REF, DOCUMENTED_BODIES
+from relayflow.api.routes import events as events_routes
+from relayflow.api.routes import health as health_routes
+from relayflow.api.routes import manifests as manifests_routes
+from relayflow.api.routes import runs as runs_routes
+from relayflow.errors import RelayflowError
+
+SECURITY_SCHEME = "bearerAuth"
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_LOG_KEYS = ("run_id", "workflow_id")
+
+
+def _strict_json(text: str) -> Any:
+    """Parse JSON as RFC 8259 defines it: no NaN or Infinity."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+class RelayflowResolver(APIGatewayHttpResolver):
+    """The resolver with the pre-routing checks and the never-500-for-input guarantee."""
+
+    def __init__(
+        self,
+        *,
+        auth: Authenticator,
+        metrics: MetricsSink,
+        logger: Logger,
+        cors: CORSConfig | None,
+        max_body_bytes: int,
+    ) -> None:
+        super().__init__(
+            cors=cors,
+            debug=False,
+            enable_validation=True,
+            json_body_deserializer=_strict_json,
+        )
+        self.auth = auth
+        self.metrics = metrics
+        self.logger = logger
+        self.max_body_bytes = max_body_bytes
+        self._openapi_cache: dict[str, Any] | None = None
+
+    # -- entry point -----------------------------------------------------------------------
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        """Answer one API Gateway v2 event; unexpected failures become 500 ``internal_error``."""
+        started = time.monotonic()
+        request_id = _request_id(event, context)
+        self.logger.append_keys(request_id=request_id)
+        try:
+            event = _normalise_event(event)
+            answer = super().resolve(event, context)
+        except Exception:
+            self.logger.exception("request failed before routing")
+            answer = _raw_error(500, "internal_error", "internal error", request_id)
+        finally:
+            self.metrics.flush()
+        self.logger.info(
+            "request",
+            extra={
+                "method": _method(event),
+                "path": _path(event),
+                "status": answer.get("statusCode"),
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            },
+        )
+        self.logger.remove_keys([*_LOG_KEYS, "request_id"])
+        return answer
+
+    def _resolve(self) -> ResponseBuilder[Any]:
+        method = self.current_event.http_method.upper()
+        path = self._remove_prefix(self.current_event.path)
+        try:
+            self._check_request(method, path)
+        except ApiError as exc:
+            return self._answer_error(method, path, exc)
+        return super()._resolve()
+
+    # -- pre-routing checks ----------------------------------------------------------------
+
+    def _check_request(self, method: str, path: str) -> None:
+        route, others = self._match(method, path)
+        if route is None and not others:
+            raise ApiError(404, "route_not_found", f"no route for {method} {path}")
+        if route is None and method == "OPTIONS" and self._cors_enabled:
+            return  # the resolver answers the CORS preflight itself
+        secured = [r for r in ([route] if route else others) if r.security]
+        principal = self._authenticate() if secured else None
+        if route is None:
+            allowed = ", ".join(sorted({r.method for r in others}))
+            raise ApiError(
+                405,
+                "method_not_allowed",
+                f"{method} is not allowed on {path}; use {allowed}",
+                headers={"Allow": allowed},
+            )
+        if principal is not None:
+            self._authorise(route, principal)
+        if method in _BODY_METHODS:
+            self._check_body()
+
+    def _match(self, method: str, path: str) -> tuple[Route | None, list[Route]]:
+        """The route of (method, path), and the routes of the path with other methods."""
+        others: list[Route] = []
+        for route in self._static_routes + self._dynamic_routes:
+            if route.rule.match(path):
+                if route.method == method:
+                    return route, []
+                others.append(route)
+        return None, others
+
+    def _authenticate(self) -> Principal:
+        headers = dict(self.current_event.get("headers") or {})
+        context = self.current_event.get("requestContext") or {}
+        return self.auth.authenticate(headers, context)
+
+    def _authorise(self, route: Route, principal: Principal) -> None:
+        for requirement in route.security or []:
+            for scope in requirement.get(SECURITY_SCHEME, []):
+                if not principal.allows(scope):
+                    raise ForbiddenError(f"this token lacks the '{scope}' scope")
+
+    def _check_body(self) -> None:
+        raw = self.current_event.get("body")
+        if raw is None or raw == "":
+            return
+        if not isinstance(raw, str):
+            raise ApiError(400, "invalid_json", "request body must be JSON text")
+        data: bytes
+        if self.current_event.get("isBase64Encoded"):
+            try:
+                data = base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError):
+                raise ApiError(400, "invalid_json", "request body is not valid base64") from None
+        else:
+            data = raw.encode("utf-8", errors="surrogatepass")
+        if len(data) > self.max_body_bytes:
+            raise ApiError(
+                413,
+                "payload_too_large",
+                f"request body is {len(data)} bytes; the limit is {self.max_body_bytes} bytes",
+            )
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "invalid_json", "request body is not UTF-8 text") from None
+        content_type = (self.current_event.headers.get("content-type") or "").strip().lower()
+        if content_type and not content_type.startswith("application/json"):
+            raise ApiError(
+                415, "unsupported_media_type", "request body must be sent as application/json"
+            )
+        try:
+            self.current_event.json_body  # noqa: B018 - parses and caches for validation
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+
+    def _answer_error(self, method: str, path: str, exc: ApiError) -> ResponseBuilder[Any]:
+        def refuse() -> Response[Any]:
+            raise exc
+
+        route = Route(
+            method=method,
+            path=path,
+            rule=self._compile_regex(r".*"),
+            func=refuse,
+            cors=self._cors_enabled,
+            compress=False,
+            enable_validation=False,
+        )
+        self.append_context(_route=route, _path=path)  # type: ignore[no-untyped-call]
+        return self._call_route(route=route, route_arguments={})
+
+    # -- OpenAPI -----------------------------------------------------------------------------
+
+    def openapi_document(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document of this API (built once)."""
+        if self._openapi_cache is None:
+            text = self.get_openapi_json_schema(
+                title="relayflow API",
+                version=__version__,
+                description=(
+                    "Start and inspect durable workflow runs, deliver events, signals and "
+                    "tokens, and register event manifests. Errors are always "
+                    '{"error": code, "message": text}.'
+                ),
+                security_schemes={SECURITY_SCHEME: self.auth.openapi_scheme},  # type: ignore[dict-item]
+            )
+            self._openapi_cache = _tidy_openapi(json.loads(text))
+        return self._openapi_cache
+
+
+def create_app(
+    driver: Any,
+    admin: Any,
+    *,
+    auth: Authenticator,
+    cors: CORSConfig | None = None,
+    metrics: MetricsSink | None = None,
+    logger: Logger | None = None,
+    wait: WaitPolicy | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> RelayflowResolver:
+    """Build the HTTP API over a driver.
+
+    Args:
+        driver: A ``relayflow.drivers.WorkflowDriver`` (memory or AWS).
+        admin: The matching ``relayflow.drivers.WorkflowAdmin``.
+        auth: Who may call: ``BearerTokenAuth``, ``StaticTokenAuth``, ``IamAuth`` or
+            ``AllowAllAuth`` (see ``relayflow.api.auth``).
+        cors: CORS settings; ``None`` disables CORS headers.
+        metrics: Counter sink (EMF on stdout by default).
+        logger: Structured logger (a JSON Powertools logger by default).
+        wait: Polling policy of ``waitMs`` (clock and sleep injectable).
+        max_body_bytes: Bodies over this answer 413 ``payload_too_large``.
+
+    Returns:
+        The resolver; call ``resolve(event, context)`` with API Gateway v2 events.
+    """
+    logger = logger or Logger(service="relayflow-api")
+    metrics = metrics or EmfMetrics()
+    app = RelayflowResolver(
+        auth=auth, metrics=metrics, logger=logger, cors=cors, max_body_bytes=max_body_bytes
+    )
+    ctx = ApiContext(
+        driver=driver,
+        admin=admin,
+        metrics=metrics,
+        logger=logger,
+        wait=wait or WaitPolicy(),
+        version=__version__,
+    )
+    app.include_router(runs_routes.build_router(ctx))
+    app.include_router(events_routes.build_router(ctx))
+    app.include_router(manifests_routes.build_router(ctx))
+    app.include_router(health_routes.build_router(ctx, app.openapi_document))
+    _install_error_handlers(app, logger)
+    return app
+
+
+def _install_error_handlers(app: RelayflowResolver, logger: Logger) -> None:
+    """Register the one exception map: every refusal becomes ``{"error", "message"}``."""
+
+    def request_id() -> str | None:
+        return _request_id(app.current_event.raw_event, app.lambda_context)
+
+    def api_error(exc: ApiError) -> Response[Any]:
+        return error_response(
+            exc.status,
+            exc.code,
+            exc.message,
+            request_id=request_id(),
+            details=exc.details,
+            headers=exc.headers,
+        )
+
+    def invalid_request(exc: RequestValidationError) -> Response[Any]:
+        code, message, problems = describe_validation_errors(exc.errors())
+        details = [p.to_wire() for p in problems] or None
+        return error_response(400, code, message, request_id=request_id(), details=details)
+
+    def unsupported(exc: RequestUnsupportedContentType) -> Response[Any]:
+        return error_response(
+            415,
+            "unsupported_media_type",
+            "request body must be sent as application/json",
+            request_id=request_id(),
+        )
+
+    def domain_error(exc: RelayflowError) -> Response[Any]:
+        answer = domain_error_answer(exc)
+        if answer is None:
+            return internal(exc)
+        status, code, message = answer
+        if status >= 500:
+            logger.warning("request refused by a backing service", extra={"error_code": exc.code})
+        details = exc.data if isinstance(exc.data, dict) and "errors" in exc.data else None
+        return error_response(status, code, message, request_id=request_id(), details=details)
+
+    def internal(exc: Exception) -> Response[Any]:
+        logger.exception("unhandled error while answering a request")
+        return error_response(
+            500, "internal_error", "internal error; quote the request id", request_id=request_id()
+        )
+
+    handlers: list[tuple[type[Exception], Callable[[Any], Response[Any]]]] = [
+        (ApiError, api_error),
+        (RequestValidationError, invalid_request),
+        (RequestUnsupportedContentType, unsupported),
+        (RelayflowError, domain_error),
+        (Exception, internal),
+    ]
+    for exc_type, handler in handlers:
+        app.exception_handler(exc_type)(handler)
+
+
+def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
+    """Fit the generated document to what the API really answers.
+
+    Powertools declares a 422 on every validated operation; this API answers 400 instead
+    (declared with the error model), so the 422s and their schemas go. Bodies validated by
+    the events module reference their documentation models, added here as components.
+    """
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            operation.get("responses", {}).pop("422", None)
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(name, None)
+    _, extra = models_json_schema(
+        [(model, "validation") for model in DOCUMENTED_BODIES],
+        ref_template=COMPONENT_REF + "{model}",
+    )
+    for name, schema in extra.get("$defs", {}).items():
+        schemas.setdefault(name, schema)
+    return doc
+
+
+def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``event`` with the fields Powertools dereferences present."""
+    out = dict(event)
+    ctx = dict(out.get("requestContext") or {})
+    ctx.setdefault("stage", "$default")
+    http = dict(ctx.get("http") or {})
+    http.setdefault("method", "GET")
+    http.setdefault("path", out.get("rawPath") or "/")
+    ctx["http"] = http
+    out["requestContext"] = ctx
+    out.setdefault("rawPath", http["path"])
+    out.setdefault("rawQueryString", "")
+    headers = out.get("headers")
+    headers = headers if isinstance(headers, Mapping) else {}
+    out["headers"] = {str(k).lower(): v for k, v in headers.items()}
+    return out
+
+
+def _request_id(event: Any, context: Any) -> str | None:
+    ctx = event.get("requestContext") if isinstance(event, Mapping) else None
+    if isinstance(ctx, Mapping) and isinstance(ctx.get("requestId"), str):
+        return str(ctx["requestId"])
+    rid = getattr(context, "aws_request_id", None)
+    return rid if isinstance(rid, str) else None
+
+
+def _method(event: Any) -> str:
+    try:
+        return str(event["requestContext"]["http"]["method"])
+    except (KeyError, TypeError):
+        return ""
+
+
+def _path(event: Any) -> str:
+    return str(event.get("rawPath", "")) if isinstance(event, Mapping) else ""
+
+
+def _raw_error(status: int, code: str, message: str, request_id: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": code, "message": message}
+    if request_id:
+        body["requestId"] = request_id
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }

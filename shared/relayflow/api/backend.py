@@ -1,0 +1,148 @@
+"""The operations the HTTP API performs, over a ``WorkflowDriver`` and its ``WorkflowAdmin``.
+
+Routes speak only to :class:`Backend`; it turns request models into driver calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relayflow.api.models import TriggerRunRequest
+from relayflow.core.trigger import resolve_run_id
+from relayflow.core.views import RunDetail, RunListPage
+from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
+from relayflow.errors import RunNotFoundError
+from relayflow.events.errors import InvalidEventError
+from relayflow.events.ingest import validate_ingest_body
+from relayflow.events.manifest import validate_environment
+
+
+class Backend:
+    """Driver calls of the API routes."""
+
+    def __init__(self, driver: WorkflowDriver, admin: WorkflowAdmin) -> None:
+        """Wrap a driver and its admin."""
+        self.driver = driver
+        self.admin = admin
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def trigger(self, request: TriggerRunRequest) -> tuple[RunDetail, bool]:
+        """Start a run; returns it after the inline drive and whether this call created it.
+
+        A keyed trigger (idempotency key or explicit run id) whose run already exists gets
+        that run back untouched.
+        """
+        existing = None
+        if request.idempotency_key or request.run_id:
+            run_id = resolve_run_id(
+                request.workflow_id,
+                run_id=request.run_id,
+                idempotency_key=request.idempotency_key,
+                generated="",
+            )
+            existing = self.admin.get_run(run_id)
+        run = self.driver.trigger(
+            request.workflow_id,
+            request.input,
+            idempotency_key=request.idempotency_key,
+            tags=tuple(request.tags),
+            environment=request.environment,
+            run_id=request.run_id,
+        )
+        return run, existing is None
+
+    def get_run(self, run_id: str) -> RunDetail:
+        """The run; raises ``RunNotFoundError``."""
+        run = self.admin.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return run
+
+    def list_runs(
+        self,
+        *,
+        environment: str | None,
+        workflow_id: str | None,
+        statuses: tuple[str, ...],
+        tag: str | None,
+        started_after: int | None,
+        started_before: int | None,
+        limit: int,
+        cursor: str | None,
+    ) -> RunListPage:
+        """One page of runs, newest first."""
+        return self.admin.list_runs(
+            environment=environment,
+            workflow=workflow_id,
+            status=statuses or None,
+            tag=tag,
+            started_after=started_after,
+            started_before=started_before,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def cancel(self, run_id: str, reason: str | None, compensate: bool) -> RunDetail:
+        """Cancel a run; returns it after the cancel."""
+        return self.admin.cancel_run(run_id, reason=reason, compensate=compensate)
+
+    def send_event(
+        self, run_id: str, event_type: str, payload: Any, event_id: str | None
+    ) -> Delivery:
+        """Deliver an event to one run."""
+        return self.driver.send_event(run_id, event_type, payload, event_id=event_id)
+
+    def send_signal(self, run_id: str, name: str, payload: Any) -> Delivery:
+        """Deliver a signal to one run."""
+        return self.driver.send_signal(run_id, name, payload)
+
+    def complete_token(self, run_id: str, token_id: str, payload: Any) -> Delivery:
+        """Complete a token."""
+        return self.driver.complete_token(run_id, token_id, payload)
+
+    def fail_token(self, run_id: str, token_id: str, code: str | None, message: str) -> Delivery:
+        """Fail a token with ``{code?, message}``."""
+        error: dict[str, Any] = {"message": message}
+        if code is not None:
+            error["code"] = code
+        return self.driver.fail_token(run_id, token_id, error)
+
+    def heartbeat_token(self, run_id: str, token_id: str) -> Delivery:
+        """Heartbeat a token."""
+        return self.driver.heartbeat_token(run_id, token_id)
+
+    # -- events and manifests ---------------------------------------------------------------
+
+    def ingest(self, body: Any) -> dict[str, Any]:
+        """Validate an ingest body (reference order and messages) and ingest the event."""
+        request = validate_ingest_body(body)
+        return self.driver.ingest_event(
+            request.environment, request.envelope, idempotency_key=request.idempotency_key
+        )
+
+    def register_manifest(self, body: Any) -> str:
+        """Validate ``{environment, manifest}`` and register; returns the ``versionId``."""
+        if not isinstance(body, dict):
+            raise InvalidEventError("expected JSON object")
+        environment = validate_environment(body.get("environment"))
+        manifest = body.get("manifest")
+        if not isinstance(manifest, dict):
+            raise InvalidEventError('"manifest" must be an object')
+        return self.driver.register_manifest(environment, manifest)
+
+    def get_manifest(self, environment: str) -> tuple[str, dict[str, Any]] | None:
+        """The current ``(versionId, manifest)`` of ``environment``, or None."""
+        manifest = self.driver.get_manifest(environment)
+        if manifest is None:
+            return None
+        return str(manifest.get("versionId", "")), manifest
+
+
+def raw_json_body(router: Any) -> Any:
+    """The request body exactly as parsed from JSON (None when empty).
+
+    Bodies the events module validates are read here rather than from the route parameter,
+    which Powertools normalises (a one-item list would arrive as its item).
+    """
+    return router.current_event.json_body

@@ -1,0 +1,195 @@
+"""Lambda entry points: the HTTP API, the drive function (alarms, hand-offs) and the sweeper.
+
+Everything is built on first call from the environment (``Settings.from_env`` +
+``build_aws_driver``) and kept for the container's life; ``make_*`` build the same handlers
+over an injected factory, for tests and the local stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from aws_lambda_powertools import Logger
+
+from relayflow.api import metrics as m
+from relayflow.api.app import RelayflowResolver, create_app
+from relayflow.api.metrics import EmfMetrics, MetricsSink
+from relayflow.api.settings import ApiSettings
+from relayflow.config import Settings
+from relayflow.drivers import WorkflowDriver
+from relayflow.errors import ValidationError
+
+T = TypeVar("T")
+Handler = Callable[[Any, Any], Any]
+
+_log = Logger(service="relayflow")
+
+
+class Lazy(Generic[T]):
+    """A value built by ``factory`` on first use (thread-safe); a failed build is retried."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        """Keep ``factory`` for the first :meth:`get`."""
+        self._factory = factory
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        """The value, built now if needed."""
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._factory()
+        return self._value
+
+
+#: Comma-separated modules imported before the driver is built, so that workflows run
+#: inline in the api and drive functions are registered (``examples`` in the sample stack).
+ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
+
+
+def import_workflow_modules(env: Mapping[str, str] = os.environ) -> list[str]:
+    """Import the modules named by ``RELAYFLOW_WORKFLOW_MODULES``; returns their names."""
+    names = [n.strip() for n in (env.get(ENV_WORKFLOW_MODULES) or "").split(",") if n.strip()]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver:
+    """The AWS driver of this deployment, configured from ``env``."""
+    from relayflow.adapters.aws import build_aws_driver
+
+    import_workflow_modules(env)
+    driver: WorkflowDriver = build_aws_driver(Settings.from_env(env))
+    return driver
+
+
+def build_app_from_env(
+    env: Mapping[str, str] = os.environ,
+    *,
+    driver: Callable[[], WorkflowDriver] | None = None,
+    metrics: MetricsSink | None = None,
+) -> RelayflowResolver:
+    """The HTTP API of this deployment: AWS driver, auth and CORS from ``env``."""
+    api = ApiSettings.from_env(env)
+    workflow_driver = driver() if driver is not None else build_driver_from_env(env)
+    return create_app(
+        workflow_driver,
+        workflow_driver.admin,
+        auth=api.authenticator(),
+        cors=api.cors(),
+        metrics=metrics,
+    )
+
+
+def make_lambda_handler(factory: Callable[[], RelayflowResolver]) -> Handler:
+    """An API Gateway (HTTP API v2) handler serving the app ``factory`` builds on first call.
+
+    When the app cannot be built (bad configuration), the request answers 500
+    ``internal_error`` and the next request tries again.
+    """
+    app = Lazy(factory)
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        try:
+            resolver = app.get()
+        except Exception:
+            _log.exception("the API could not be configured")
+            return _internal_error(event, context)
+        return resolver.resolve(event, context)
+
+    return handler
+
+
+def make_drive_handler(
+    factory: Callable[[], WorkflowDriver], *, metrics: MetricsSink | None = None
+) -> Handler:
+    """The drive function: ``{"runId", "wakeAt"}`` from an alarm or a hand-off (or an SQS
+    batch of them) drives that run."""
+    driver = Lazy(factory)
+    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        payloads = _drive_payloads(event)
+        engine = driver.get().engine
+        results: list[dict[str, Any]] = []
+        try:
+            for payload in payloads:
+                sink.get().count(m.ALARMS_FIRED)
+                record = engine.drive_from_event(payload)
+                status = record.status if record is not None else "not_found"
+                _log.info(
+                    "alarm handled",
+                    extra={"run_id": payload.get("runId"), "status": status},
+                )
+                results.append({"runId": payload.get("runId"), "status": status})
+        finally:
+            sink.get().flush()
+        return {"driven": results}
+
+    return handler
+
+
+def make_sweeper_handler(factory: Callable[[], WorkflowDriver]) -> Handler:
+    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver)."""
+    driver = Lazy(factory)
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        swept = driver.get().engine.sweep()
+        _log.info("sweep finished", extra={"runs": len(swept)})
+        return {"swept": swept}
+
+    return handler
+
+
+def _drive_payloads(event: Any) -> list[Mapping[str, Any]]:
+    """The ``{"runId", "wakeAt"}`` payloads of a direct invocation or an SQS batch."""
+    if isinstance(event, Mapping) and isinstance(event.get("Records"), list):
+        out: list[Mapping[str, Any]] = []
+        for record in event["Records"]:
+            body = record.get("body") if isinstance(record, Mapping) else None
+            try:
+                parsed = json.loads(body) if isinstance(body, str) else None
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, Mapping):
+                raise ValidationError("an SQS drive message must hold a JSON object")
+            out.append(parsed)
+        return out
+    if isinstance(event, Mapping):
+        return [event]
+    raise ValidationError("the drive function expects {runId, wakeAt}")
+
+
+def _internal_error(event: Any, context: Any) -> dict[str, Any]:
+    request_id = None
+    if isinstance(event, Mapping):
+        ctx = event.get("requestContext")
+        if isinstance(ctx, Mapping):
+            request_id = ctx.get("requestId")
+    request_id = request_id or getattr(context, "aws_request_id", None)
+    body: dict[str, Any] = {"error": "internal_error", "message": "internal error"}
+    if isinstance(request_id, str):
+        body["requestId"] = request_id
+    return {
+        "statusCode": 500,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+_driver = Lazy(build_driver_from_env)
+
+#: API Gateway entry point of the ``api`` function.
+lambda_handler = make_lambda_handler(lambda: build_app_from_env(driver=_driver.get))
+#: Entry point of the ``drive`` function (alarms and hand-offs).
+drive_handler = make_drive_handler(_driver.get)
+#: Entry point of the ``sweeper`` function.
+sweeper_handler = make_sweeper_handler(_driver.get)

@@ -1,0 +1,334 @@
+"""Request and response bodies of the HTTP API (camelCase JSON, pydantic v2).
+
+Request models are strict (no string-to-number coercion) and refuse unknown fields, so a typo
+answers 400 naming the field instead of being ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+from pydantic.alias_generators import to_camel
+
+from relayflow.protocol import ErrorEnvelope
+
+Environment = Literal["production", "preview", "development"]
+RunStatus = Literal[
+    "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"
+]
+#: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
+MAX_WAIT_MS = 25_000
+
+
+class RequestModel(BaseModel):
+    """Base of request bodies: camelCase only, strict types, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+        extra="forbid",
+        strict=True,
+    )
+
+
+class ResponseModel(BaseModel):
+    """Base of response bodies: built by field name in Python, written camelCase."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=True,
+        serialize_by_alias=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict with camelCase keys."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class CompactModel(ResponseModel):
+    """A response whose unset (None) fields are left out, as the reference's bodies are."""
+
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class FieldProblem(ResponseModel):
+    """One offending field of a refused request."""
+
+    location: str = Field(description="body, query or path")
+    field: str = Field(description="dotted path of the field ('' for the whole body)")
+    problem: str
+
+
+class ErrorResponse(ErrorEnvelope):
+    """The body of every refused request: ``{"error": code, "message": ...}``."""
+
+    request_id: str | None = Field(default=None, description="the request id, for support")
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+class TriggerRunRequest(RequestModel):
+    """``POST /api/runs``: start a run (or get the one an idempotency key already started)."""
+
+    workflow_id: str = Field(min_length=1, max_length=256)
+    input: Any = None
+    run_id: str | None = Field(default=None, min_length=1, max_length=512)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    environment: Environment = "development"
+    wait_ms: int = Field(
+        default=0,
+        ge=0,
+        description=f"wait up to this long for a waiting or final status (max {MAX_WAIT_MS})",
+    )
+
+
+class CancelRunRequest(RequestModel):
+    """``POST /api/runs/{id}/cancel``; an empty body cancels without compensation."""
+
+    reason: str | None = Field(default=None, max_length=1024)
+    compensate: bool = False
+
+
+class SendEventRequest(RequestModel):
+    """``POST /api/runs/{id}/events``: deliver an event to one run."""
+
+    event_type: str = Field(min_length=1, max_length=256)
+    payload: Any = None
+    event_id: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+class SendSignalRequest(RequestModel):
+    """``POST /api/runs/{id}/signals``: deliver a signal to one run."""
+
+    name: str = Field(min_length=1, max_length=256)
+    payload: Any = None
+
+
+class CompleteTokenRequest(RequestModel):
+    """``POST /api/runs/{id}/tokens/{tokenId}``: complete a token with a payload."""
+
+    payload: Any = None
+
+
+class TokenErrorBody(RequestModel):
+    """The error a token is failed with."""
+
+    code: str | None = Field(default=None, min_length=1, max_length=256)
+    message: str = Field(max_length=4096)
+
+
+class FailTokenRequest(RequestModel):
+    """``POST /api/runs/{id}/tokens/{tokenId}/fail``: fail a token."""
+
+    error: TokenErrorBody
+
+
+class RunErrorView(ResponseModel):
+    """A run's or step's error as it is kept on the record."""
+
+    model_config = ConfigDict(extra="allow")
+
+    category: str = "USER_ERROR"
+    code: str = "UNKNOWN"
+    message: str = ""
+    name: str | None = None
+    data: Any = None
+
+
+class PendingWaitpointView(ResponseModel):
+    """A wait the run is parked on."""
+
+    id: str
+    kind: str | None = Field(default=None, description="DATETIME, EVENT, SIGNAL, MANUAL or RUN")
+    registered_at: int | None = Field(default=None, description="epoch milliseconds")
+    event_type: str | None = None
+    signal_name: str | None = None
+    token_id: str | None = None
+
+
+class RunView(ResponseModel):
+    """A run as the API shows it."""
+
+    id: str
+    workflow_id: str
+    workflow_version: str | None = None
+    status: RunStatus
+    environment: str
+    input: Any = None
+    output: Any = None
+    error: RunErrorView | None = None
+    pending_waitpoints: list[PendingWaitpointView] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+    parent_run_id: str | None = None
+    children: list[str] = Field(default_factory=list)
+    triggered_by: dict[str, Any] | None = None
+    compensations: list[dict[str, Any]] = Field(default_factory=list)
+    started_at: int = Field(description="epoch milliseconds")
+    completed_at: int | None = Field(default=None, description="epoch milliseconds")
+    duration_ms: int | None = None
+
+
+class DeliveryView(ResponseModel):
+    """What became of an event, signal or token outcome sent to a run."""
+
+    status: str = Field(description="resolved, buffered, duplicate or heartbeat")
+    waitpoint_id: str | None = None
+
+
+class InjectionView(RunView):
+    """The run after a delivery, and what became of the delivery."""
+
+    delivery: DeliveryView
+
+
+class RunSummaryView(ResponseModel):
+    """A run in a listing."""
+
+    id: str
+    workflow_id: str
+    status: RunStatus
+    environment: str
+    tags: list[str] = Field(default_factory=list)
+    started_at: int
+    completed_at: int | None = None
+
+
+class RunListView(ResponseModel):
+    """``GET /api/runs``: one page, newest first; pass ``nextCursor`` back for the next page."""
+
+    runs: list[RunSummaryView]
+    next_cursor: str | None = None
+
+
+class TimelineEntryView(ResponseModel):
+    """One step attempt or one wait of a run."""
+
+    type: Literal["step", "wait"]
+    id: str
+    attempt: int | None = None
+    kind: str | None = None
+    started_at: int
+    ended_at: int | None = None
+    outcome: str = Field(
+        description="ok, err, started or retrying (steps); pending, resolved, timed_out or "
+        "error (waits)"
+    )
+    source: str | None = None
+    error: RunErrorView | None = None
+
+
+class TimelineView(ResponseModel):
+    """``GET /api/runs/{id}/timeline``."""
+
+    run_id: str
+    status: RunStatus
+    entries: list[TimelineEntryView]
+
+
+# ---------------------------------------------------------------------------------------------
+# Events and manifests
+
+
+class EventEnvelopeBody(RequestModel):
+    """The event itself (documentation model; validation follows the reference order)."""
+
+    name: str
+    data: Any = None
+    metadata: dict[str, Any] | None = None
+    emitted_at: str
+
+
+class IngestEventRequest(RequestModel):
+    """``POST /api/events``: route an event through the environment's manifest."""
+
+    environment: Environment
+    envelope: EventEnvelopeBody
+    idempotency_key: str | None = None
+
+
+class IngestMatchView(CompactModel):
+    """What happened for one routed filter."""
+
+    model_config = ConfigDict(extra="allow")
+
+    filter_id: str
+    status: Literal["queued", "skipped", "error"]
+    target_workflow_id: str | None = None
+    run_id: str | None = None
+    idempotency_key: str | None = None
+    reason: str | None = None
+    details: Any = None
+
+
+class IngestResultView(CompactModel):
+    """The outcome of an ingest: ``ok`` with the matches, or ``ok: false`` with a reason."""
+
+    ok: bool
+    event_id: str | None = None
+    matches: list[IngestMatchView] = Field(default_factory=list)
+    reason: str | None = None
+    message: str | None = None
+
+
+class RegisterManifestRequest(RequestModel):
+    """``POST /api/manifests`` (documentation model; the events module validates)."""
+
+    environment: Environment
+    manifest: dict[str, Any]
+
+
+class ManifestRegisteredView(ResponseModel):
+    """``POST /api/manifests`` answer."""
+
+    ok: Literal[True] = True
+    version_id: str
+
+
+class ManifestView(ResponseModel):
+    """``GET /api/manifests/{env}``."""
+
+    environment: str
+    version_id: str
+    manifest: dict[str, Any]
+
+
+class HealthView(ResponseModel):
+    """``GET /api/healthz``."""
+
+    ok: Literal[True] = True
+    version: str
+
+
+#: Where OpenAPI components live; bodies validated outside pydantic point there.
+COMPONENT_REF = "#/components/schemas/"
+#: Request bodies the events module validates; the OpenAPI document lists them as components.
+DOCUMENTED_BODIES: tuple[type[BaseModel], ...] = (IngestEventRequest, RegisterManifestRequest)
+
+
+def documented_body(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a body validated elsewhere: a reference to its component."""
+    return {"$ref": COMPONENT_REF + model.__name__}

@@ -1,0 +1,293 @@
+"""Routes of ``/api/runs``: trigger, list, get, timeline, cancel and injections."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from relayflow.api import metrics as m
+from relayflow.api.auth import RUNS_READ, RUNS_WRITE
+from relayflow.api.backend import Backend
+from relayflow.api.context import DEADLINE_MARGIN_MS, ApiContext
+from relayflow.api.errors import ApiError
+from relayflow.api.models import (
+    MAX_WAIT_MS,
+    CancelRunRequest,
+    CompleteTokenRequest,
+    Environment,
+    FailTokenRequest,
+    InjectionView,
+    RunListView,
+    RunStatus,
+    RunView,
+    SendEventRequest,
+    SendSignalRequest,
+    TimelineView,
+    TriggerRunRequest,
+)
+from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare
+from relayflow.api.views import injection_view, run_summary, run_view, timeline_view
+from relayflow.core.views import RunDetail
+from relayflow.drivers import Delivery
+from relayflow.errors import ValidationError
+
+_READ = [{"bearerAuth": [RUNS_READ]}]
+_WRITE = [{"bearerAuth": [RUNS_WRITE]}]
+RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
+TokenId = Annotated[str, Path(description="the token id")]
+
+
+def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
+    """The run routes over ``ctx``'s driver and admin."""
+    router = APIGatewayHttpRouter()  # type: ignore[no-untyped-call]
+    backend = Backend(ctx.driver, ctx.admin)
+
+    def observe(run: RunDetail) -> RunDetail:
+        ctx.logger.append_keys(run_id=run.id, workflow_id=run.workflow_id)
+        return run
+
+    def count_end(status: str) -> None:
+        """Count a run this request saw finish."""
+        if status == "completed":
+            ctx.metrics.count(m.RUNS_COMPLETED)
+        elif status in ("failed", "compensation_failed"):
+            ctx.metrics.count(m.RUNS_FAILED)
+
+    def wait_for_settle(run: RunDetail, wait_ms: int) -> RunDetail:
+        """Re-read the run until it waits or ends, for at most ``wait_ms``."""
+        budget = min(wait_ms, MAX_WAIT_MS, ctx.wait.max_wait_ms)
+        remaining = router.lambda_context.get_remaining_time_in_millis()
+        budget = min(budget, max(0, remaining - DEADLINE_MARGIN_MS))
+        deadline = ctx.wait.monotonic_ms() + budget
+        delay = float(ctx.wait.first_poll_ms)
+        while run.status == "running":
+            left = deadline - ctx.wait.monotonic_ms()
+            if left <= 0:
+                break
+            ctx.wait.sleep_ms(min(delay, left))
+            delay = min(delay * 2, float(ctx.wait.max_poll_ms))
+            run = backend.get_run(run.id)
+        return run
+
+    @router.post(
+        "/api/runs",
+        summary="Start a run",
+        description=(
+            "Inserts the run atomically and drives it inline for a bounded time. A repeated "
+            "idempotency key answers 200 with the run it first started (its original input)."
+        ),
+        tags=["runs"],
+        operation_id="triggerRun",
+        security=_WRITE,
+        status_code=201,
+        responses=declare(
+            201,
+            RunView,
+            "the run was created",
+            *BODY_ERRORS,
+            404,
+            503,
+            extra={200: "the idempotency key already started this run"},
+        ),
+    )
+    def trigger_run(body: Annotated[TriggerRunRequest, Body()]) -> Response[RunView]:
+        run, created = backend.trigger(body)
+        observe(run)
+        if created:
+            ctx.metrics.count(m.RUNS_TRIGGERED)
+            if body.wait_ms > 0:
+                run = wait_for_settle(run, body.wait_ms)
+            count_end(run.status)
+        return Response(
+            status_code=201 if created else 200,
+            content_type=content_types.APPLICATION_JSON,
+            body=run_view(run),
+        )
+
+    @router.get(
+        "/api/runs",
+        summary="List runs, newest first",
+        tags=["runs"],
+        operation_id="listRuns",
+        security=_READ,
+        responses=declare(200, RunListView, "one page of runs", *READ_ERRORS),
+    )
+    def list_runs(
+        environment: Annotated[Environment | None, Query()] = None,
+        workflow_id: Annotated[str | None, Query(alias="workflowId", min_length=1)] = None,
+        status: Annotated[
+            list[RunStatus] | None,
+            Query(description="repeat the parameter to accept several statuses"),
+        ] = None,
+        tag: Annotated[str | None, Query(min_length=1)] = None,
+        since: Annotated[
+            str | None, Query(description="runs started at or after: epoch ms or ISO-8601")
+        ] = None,
+        until: Annotated[
+            str | None, Query(description="runs started before: epoch ms or ISO-8601")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Query(min_length=1)] = None,
+    ) -> RunListView:
+        try:
+            page = backend.list_runs(
+                environment=environment,
+                workflow_id=workflow_id,
+                statuses=tuple(status or ()),
+                tag=tag,
+                started_after=_instant("since", since),
+                started_before=_instant("until", until),
+                limit=limit,
+                cursor=cursor,
+            )
+        except ValidationError as exc:
+            raise ApiError(400, "invalid_query", exc.message) from None
+        return RunListView(runs=[run_summary(r) for r in page.runs], next_cursor=page.next_cursor)
+
+    @router.get(
+        "/api/runs/<run_id>",
+        summary="Get a run",
+        tags=["runs"],
+        operation_id="getRun",
+        security=_READ,
+        responses=declare(200, RunView, "the run", *READ_ERRORS, 404),
+    )
+    def get_run(run_id: RunId) -> RunView:
+        return run_view(observe(backend.get_run(unquote(run_id))))
+
+    @router.get(
+        "/api/runs/<run_id>/timeline",
+        summary="A run's step attempts and resolved waits",
+        tags=["runs"],
+        operation_id="getRunTimeline",
+        security=_READ,
+        responses=declare(200, TimelineView, "the timeline", *READ_ERRORS, 404),
+    )
+    def get_timeline(run_id: RunId) -> TimelineView:
+        return timeline_view(observe(backend.get_run(unquote(run_id))))
+
+    @router.post(
+        "/api/runs/<run_id>/cancel",
+        summary="Cancel a run (optionally compensating first)",
+        description="An empty body cancels without compensation.",
+        tags=["runs"],
+        operation_id="cancelRun",
+        security=_WRITE,
+        responses=declare(200, RunView, "the run after the cancel", *BODY_ERRORS, 404, 409),
+    )
+    def cancel_run(
+        run_id: RunId, body: Annotated[CancelRunRequest | None, Body()] = None
+    ) -> RunView:
+        request = body or CancelRunRequest()
+        run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
+        count_end(run.status)
+        return run_view(run)
+
+    def delivered(delivery: Delivery) -> InjectionView:
+        observe(delivery.run)
+        if delivery.status == "resolved":
+            count_end(delivery.run.status)
+        return injection_view(delivery)
+
+    injection_responses = declare(
+        200, InjectionView, "the run after the delivery", *BODY_ERRORS, 404, 409
+    )
+
+    @router.post(
+        "/api/runs/<run_id>/events",
+        summary="Deliver an event to a run",
+        description=(
+            "Resolves the first pending event wait that matches; an early event waits in "
+            "the run's inbox for a later wait. Terminal runs answer 409 run_terminal."
+        ),
+        tags=["runs"],
+        operation_id="sendRunEvent",
+        security=_WRITE,
+        responses=injection_responses,
+    )
+    def send_event(run_id: RunId, body: Annotated[SendEventRequest, Body()]) -> InjectionView:
+        return delivered(
+            backend.send_event(unquote(run_id), body.event_type, body.payload, body.event_id)
+        )
+
+    @router.post(
+        "/api/runs/<run_id>/signals",
+        summary="Send a signal to a run",
+        tags=["runs"],
+        operation_id="sendRunSignal",
+        security=_WRITE,
+        responses=injection_responses,
+    )
+    def send_signal(run_id: RunId, body: Annotated[SendSignalRequest, Body()]) -> InjectionView:
+        return delivered(backend.send_signal(unquote(run_id), body.name, body.payload))
+
+    @router.post(
+        "/api/runs/<run_id>/tokens/<token_id>",
+        summary="Complete a token with a payload",
+        tags=["runs"],
+        operation_id="completeToken",
+        security=_WRITE,
+        responses=injection_responses,
+    )
+    def complete_token(
+        run_id: RunId,
+        token_id: TokenId,
+        body: Annotated[CompleteTokenRequest | None, Body()] = None,
+    ) -> InjectionView:
+        payload = body.payload if body is not None else None
+        return delivered(backend.complete_token(unquote(run_id), unquote(token_id), payload))
+
+    @router.post(
+        "/api/runs/<run_id>/tokens/<token_id>/fail",
+        summary="Fail a token",
+        tags=["runs"],
+        operation_id="failToken",
+        security=_WRITE,
+        responses=injection_responses,
+    )
+    def fail_token(
+        run_id: RunId, token_id: TokenId, body: Annotated[FailTokenRequest, Body()]
+    ) -> InjectionView:
+        error = body.error
+        return delivered(
+            backend.fail_token(unquote(run_id), unquote(token_id), error.code, error.message)
+        )
+
+    @router.post(
+        "/api/runs/<run_id>/tokens/<token_id>/heartbeat",
+        summary="Heartbeat a token (pushes its heartbeat deadline)",
+        tags=["runs"],
+        operation_id="heartbeatToken",
+        security=_WRITE,
+        responses=injection_responses,
+    )
+    def heartbeat_token(run_id: RunId, token_id: TokenId) -> InjectionView:
+        return delivered(backend.heartbeat_token(unquote(run_id), unquote(token_id)))
+
+    return router
+
+
+def _instant(name: str, value: str | None) -> int | None:
+    """An epoch-ms query value given as digits or ISO-8601 (a timezone is required)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit() and len(text) <= 16:
+        return int(text)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise ApiError(
+            400,
+            "invalid_query",
+            f"query parameter '{name}': expected epoch milliseconds or an ISO-8601 time "
+            "with a timezone",
+        )
+    return int(parsed.timestamp() * 1000)

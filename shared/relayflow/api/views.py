@@ -1,0 +1,166 @@
+"""Turns the admin's run details and driver results into the API's response models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from relayflow.api.models import (
+    DeliveryView,
+    IngestMatchView,
+    IngestResultView,
+    InjectionView,
+    PendingWaitpointView,
+    RunErrorView,
+    RunSummaryView,
+    RunView,
+    TimelineEntryView,
+    TimelineView,
+)
+from relayflow.core.views import RunDetail, RunSummary
+from relayflow.drivers import Delivery
+
+#: Kinds of the positional wait ids (``<prefix>:...``) the SDK registers.
+_KIND_OF_PREFIX = {
+    "sleep": "DATETIME",
+    "retry": "DATETIME",
+    "checkpoint": "DATETIME",
+    "condition": "DATETIME",
+    "event": "EVENT",
+    "signal": "SIGNAL",
+    "token": "MANUAL",
+    "invoke": "RUN",
+}
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
+def error_view(error: Any) -> RunErrorView | None:
+    """A serialised error as the API shows it (the stack is left out)."""
+    if error is None:
+        return None
+    data = _dump(error)
+    if not isinstance(data, Mapping):
+        return RunErrorView(message=str(data))
+    return RunErrorView.model_validate({k: v for k, v in data.items() if k != "stack"})
+
+
+def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:
+    """A pending wait: its kind and key read from its id, its start from the timeline."""
+    prefix, _, rest = wait_id.partition(":")
+    kind = _KIND_OF_PREFIX.get(prefix)
+    registered_at = None
+    for entry in detail.timeline:
+        if entry.type == "wait" and entry.id == wait_id:
+            kind = entry.kind or kind
+            registered_at = entry.started_at
+    key = rest.rpartition(":")[0] if prefix in ("event", "signal") else rest
+    return PendingWaitpointView(
+        id=wait_id,
+        kind=kind,
+        registered_at=registered_at,
+        event_type=key if prefix == "event" else None,
+        signal_name=key if prefix == "signal" else None,
+        token_id=rest if prefix == "token" else None,
+    )
+
+
+def _run_fields(detail: RunDetail) -> dict[str, Any]:
+    terminal = detail.completed_at is not None
+    return {
+        "id": detail.id,
+        "workflow_id": detail.workflow_id,
+        "workflow_version": detail.workflow_version,
+        "status": detail.status,
+        "environment": detail.environment,
+        "input": detail.input,
+        "output": detail.output,
+        "error": error_view(detail.error),
+        "pending_waitpoints": []
+        if terminal
+        else [pending_view(wid, detail) for wid in detail.pending_waits],
+        "tags": list(detail.tags),
+        "metadata": dict(detail.metadata),
+        "idempotency_key": detail.idempotency_key,
+        "parent_run_id": detail.parent_run_id,
+        "children": list(detail.children),
+        "triggered_by": _dump(detail.triggered_by),
+        "compensations": [_dump(c) for c in detail.compensations],
+        "started_at": detail.started_at,
+        "completed_at": detail.completed_at,
+        "duration_ms": detail.duration_ms,
+    }
+
+
+def run_view(detail: RunDetail) -> RunView:
+    """The full view of one run."""
+    return RunView.model_validate(_run_fields(detail))
+
+
+def injection_view(delivery: Delivery) -> InjectionView:
+    """The run after a delivery, with the delivery's outcome."""
+    return InjectionView.model_validate(
+        {
+            **_run_fields(delivery.run),
+            "delivery": DeliveryView(status=delivery.status, waitpoint_id=delivery.waitpoint_id),
+        }
+    )
+
+
+def run_summary(item: RunSummary) -> RunSummaryView:
+    """A run in a listing."""
+    return RunSummaryView.model_validate(
+        {
+            "id": item.id,
+            "workflow_id": item.workflow_id,
+            "status": item.status,
+            "environment": item.environment,
+            "tags": list(item.tags),
+            "started_at": item.started_at,
+            "completed_at": item.completed_at,
+        }
+    )
+
+
+def timeline_view(detail: RunDetail) -> TimelineView:
+    """The run's timeline: one entry per step attempt and per wait, in start order."""
+    entries = [
+        TimelineEntryView.model_validate(
+            {
+                "type": entry.type,
+                "id": entry.id,
+                "attempt": entry.attempt,
+                "kind": entry.kind,
+                "started_at": entry.started_at,
+                "ended_at": entry.ended_at,
+                "outcome": entry.outcome,
+                "source": entry.source,
+                "error": error_view(entry.error),
+            }
+        )
+        for entry in detail.timeline
+    ]
+    return TimelineView.model_validate(
+        {"run_id": detail.id, "status": detail.status, "entries": entries}
+    )
+
+
+def ingest_view(result: Any) -> IngestResultView:
+    """The ingest outcome (a mapping) as the API shows it."""
+    data = _dump(result)
+    if not isinstance(data, Mapping):
+        raise TypeError(f"ingest returned {type(result).__name__}, expected a mapping")
+    matches = [IngestMatchView.model_validate(_dump(m)) for m in data.get("matches") or []]
+    return IngestResultView(
+        ok=bool(data.get("ok")),
+        event_id=data.get("eventId"),
+        matches=matches,
+        reason=data.get("reason"),
+        message=data.get("message"),
+    )

@@ -1,0 +1,210 @@
+"""The ``relayflow`` command line: argument parsing and dispatch to the sub-command handlers."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from relayflow import __version__
+from relayflow.cli.client import DEFAULT_URL, ApiClient, ApiError
+from relayflow.cli.commands import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Console,
+    cmd_runs_cancel,
+    cmd_runs_get,
+    cmd_runs_list,
+    cmd_runs_watch,
+    cmd_send_event,
+    cmd_signal,
+    cmd_token,
+    cmd_trigger,
+)
+from relayflow.cli.manifest import cmd_manifest_push, cmd_manifest_show
+from relayflow.cli.values import UsageError
+
+Handler = Callable[[argparse.Namespace, Console], int]
+ENVIRONMENTS = ("production", "preview", "development")
+
+
+def _connection_options(*, suppress: bool) -> argparse.ArgumentParser:
+    # Given both before and after the sub-command; the copies on sub-commands default to
+    # SUPPRESS so they never overwrite a value given earlier on the line.
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection")
+    default_url = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_URL", DEFAULT_URL)
+    default_token = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_TOKEN")
+    group.add_argument(
+        "--url", default=default_url, help="API base URL (env RELAYFLOW_URL; %(default)s)"
+    )
+    group.add_argument("--token", default=default_token, help="bearer token (env RELAYFLOW_TOKEN)")
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print the API's JSON answer",
+    )
+    return parent
+
+
+def _env_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env",
+        default=os.environ.get("RELAYFLOW_ENV", "development"),
+        choices=ENVIRONMENTS,
+        help="environment (env RELAYFLOW_ENV; %(default)s)",
+    )
+
+
+def _wait_options(parser: argparse.ArgumentParser, timeout: float) -> None:
+    parser.add_argument(
+        "--timeout", type=float, default=timeout, help="seconds to wait (%(default)s)"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=0.5, help="seconds between polls (%(default)s)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser of the ``relayflow`` command."""
+    common = _connection_options(suppress=True)
+    parser = argparse.ArgumentParser(
+        prog="relayflow",
+        description="Trigger, inspect and steer relayflow runs over HTTP; run the local stack.",
+        parents=[_connection_options(suppress=False)],
+    )
+    parser.add_argument("--version", action="version", version=f"relayflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("trigger", parents=[common], help="start a run")
+    p.add_argument("workflow", help="workflow id")
+    p.add_argument("--input", help="input as JSON, or @file.json ({} by default)")
+    p.add_argument("--idempotency-key", help="a second trigger with the same key returns the run")
+    p.add_argument("--tag", action="append", help="tag the run (repeatable)")
+    p.add_argument("--env", choices=ENVIRONMENTS, help="environment of the run")
+    p.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    _wait_options(p, 60.0)
+    p.set_defaults(handler=cmd_trigger)
+
+    runs = sub.add_parser("runs", help="list, inspect, watch and cancel runs")
+    runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    p = runs_sub.add_parser("list", parents=[common], help="list runs, newest first")
+    p.add_argument("--workflow", help="only runs of this workflow id")
+    p.add_argument("--status", help="only runs with this status")
+    p.add_argument("--tag", help="only runs with this tag")
+    p.add_argument("--env", choices=ENVIRONMENTS, help="only runs of this environment")
+    p.add_argument("--since", help="started at or after (ISO 8601 or epoch ms)")
+    p.add_argument("--until", help="started before (ISO 8601 or epoch ms)")
+    p.add_argument("--limit", type=int, default=20, help="page size (%(default)s)")
+    p.add_argument("--cursor", help="the cursor printed by the previous page")
+    p.set_defaults(handler=cmd_runs_list)
+    p = runs_sub.add_parser("get", parents=[common], help="status, output and timeline of a run")
+    p.add_argument("run_id", metavar="ID")
+    p.set_defaults(handler=cmd_runs_get)
+    p = runs_sub.add_parser("watch", parents=[common], help="follow a run until it ends")
+    p.add_argument("run_id", metavar="ID")
+    _wait_options(p, 300.0)
+    p.set_defaults(handler=cmd_runs_watch)
+    p = runs_sub.add_parser("cancel", parents=[common], help="cancel a run")
+    p.add_argument("run_id", metavar="ID")
+    p.add_argument("--compensate", action="store_true", help="run its compensations first")
+    p.add_argument("--reason", help="recorded on the run")
+    p.set_defaults(handler=cmd_runs_cancel)
+
+    p = sub.add_parser("send-event", parents=[common], help="emit an event")
+    p.add_argument("name", help="event type")
+    p.add_argument("--data", help="event data as JSON, or @file.json")
+    p.add_argument("--metadata", help="envelope metadata as a JSON object")
+    p.add_argument("--idempotency-key", help="deduplicates the runs the event starts")
+    p.add_argument("--run", help="deliver to this run's event waits instead of the manifest")
+    _env_option(p)
+    p.set_defaults(handler=cmd_send_event)
+
+    p = sub.add_parser("signal", parents=[common], help="send a signal to a run")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("name", help="signal name")
+    p.add_argument("--payload", help="payload as JSON, or @file.json")
+    p.set_defaults(handler=cmd_signal)
+
+    token = sub.add_parser("token", help="complete, fail or heartbeat a wait token")
+    token_sub = token.add_subparsers(dest="token_action", metavar="ACTION", required=True)
+    for action, text in (
+        ("complete", "complete the token"),
+        ("fail", "fail the token"),
+        ("heartbeat", "push the token's heartbeat deadline"),
+    ):
+        p = token_sub.add_parser(action, parents=[common], help=text)
+        p.add_argument("run_id", metavar="RUN")
+        p.add_argument("token_id", metavar="TOKEN")
+        if action == "complete":
+            p.add_argument("--payload", help="payload as JSON, or @file.json")
+        if action == "fail":
+            p.add_argument("--message", required=True, help="error message")
+            p.add_argument("--code", help="error code")
+        p.set_defaults(handler=cmd_token)
+
+    manifest = sub.add_parser("manifest", help="register or show a manifest")
+    manifest_sub = manifest.add_subparsers(dest="manifest_command", metavar="ACTION", required=True)
+    p = manifest_sub.add_parser("push", parents=[common], help="register an app's manifest")
+    p.add_argument("--app", required=True, help="module that defines the workflows")
+    _env_option(p)
+    p.set_defaults(handler=cmd_manifest_push)
+    p = manifest_sub.add_parser("show", parents=[common], help="print the current manifest")
+    _env_option(p)
+    p.set_defaults(handler=cmd_manifest_show)
+
+    p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
+    _add_dev_options(p)
+    p.set_defaults(handler=None)
+    return parser
+
+
+def _add_dev_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app",
+        default=os.environ.get("RELAYFLOW_APP"),
+        help="module whose workflows to host (env RELAYFLOW_APP; 'examples' when importable)",
+    )
+    parser.add_argument("--port", type=int, default=8787, help="API port (%(default)s)")
+    parser.add_argument("--moto-port", type=int, default=5050, help="moto port (%(default)s)")
+    _env_option(parser)
+    parser.add_argument("--token", dest="dev_token", help="dev API token (random by default)")
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the ``relayflow`` command; returns the exit status (0 ok, 1 refused, 2 usage)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "dev":
+        from relayflow.local.cli import run_dev  # imports moto: only for this command
+
+        return run_dev(args, out=out, err=err)
+    handler: Handler = args.handler
+    client = ApiClient(url=args.url, token=args.token or None)
+    console = Console(client=client, json_output=bool(args.json), out=out, err=err)
+    try:
+        return handler(args, console)
+    except UsageError as exc:
+        err.write(f"relayflow: error: {exc}\n")
+        return EXIT_USAGE
+    except ApiError as exc:
+        if console.json_output and exc.body is not None:
+            console.emit_json(exc.body)
+        status = f" ({exc.status})" if exc.status else ""
+        err.write(f"error{status}: {exc.code}: {exc.message}\n".replace(": \n", "\n"))
+        return EXIT_REFUSED

@@ -1,0 +1,36 @@
+"""Importing a user's app module (its workflows and event filters) and building its manifest."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+
+class AppLoadError(Exception):
+    """The app module could not be imported."""
+
+
+def load_app(module: str) -> ModuleType:
+    """Import ``module`` (from the current directory too), registering its workflows.
+
+    Raises:
+        AppLoadError: The module (or something it imports) is missing.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise AppLoadError(f"cannot import app module {module!r}: {exc}") from exc
+
+
+def build_app_manifest(environment: str) -> dict[str, Any]:
+    """The manifest of every registered workflow and ``trigger_on`` filter."""
+    from relayflow.events.manifest import build_manifest
+    from relayflow.sdk.registry import registered_workflows
+
+    return build_manifest(environment=environment, workflows=registered_workflows())

@@ -1,0 +1,218 @@
+"""A small HTTP client of the relayflow API, used by the ``relayflow`` command.
+
+It knows the routes and bodies of the API and turns refusals into :class:`ApiError`; it knows
+nothing about how results are printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class ApiError(Exception):
+    """The API refused a request, or could not be reached (``status`` 0).
+
+    Attributes:
+        status: The HTTP status, or 0 when no answer came back.
+        code: The API's ``error`` code (``not_found``, ``unauthorized``...).
+        message: The API's human-readable ``message``.
+        body: The decoded answer, when it was JSON.
+    """
+
+    def __init__(self, status: int, code: str, message: str, body: Any = None) -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    """Calls one relayflow deployment at ``url`` with an optional bearer ``token``."""
+
+    url: str = DEFAULT_URL
+    token: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    session: requests.Session | None = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Send one request and return the decoded JSON answer; raises :class:`ApiError`."""
+        headers = {"accept": "application/json"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        http = self.session or requests
+        try:
+            response = http.request(
+                method,
+                self.url.rstrip("/") + path,
+                json=body,
+                params=query or None,
+                headers=headers,
+                timeout=timeout_s or self.timeout_s,
+            )
+        except requests.RequestException as exc:
+            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {exc}") from exc
+        try:
+            decoded: Any = response.json() if response.content else None
+        except ValueError:
+            decoded = None
+        if response.status_code >= 400:
+            if isinstance(decoded, dict):
+                code = str(decoded.get("error") or f"http_{response.status_code}")
+                message = str(decoded.get("message") or "")
+            else:
+                code = f"http_{response.status_code}"
+                message = response.text.strip()[:300]
+            raise ApiError(response.status_code, code, message, decoded)
+        return decoded
+
+    # Runs ---------------------------------------------------------------------------------
+
+    def trigger(
+        self,
+        workflow_id: str,
+        input_value: Any,
+        *,
+        idempotency_key: str | None = None,
+        tags: list[str] | None = None,
+        environment: str | None = None,
+        wait_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/runs``: start a run (or return the run an idempotency key names)."""
+        body: dict[str, Any] = {"workflowId": workflow_id, "input": input_value}
+        if idempotency_key is not None:
+            body["idempotencyKey"] = idempotency_key
+        if tags:
+            body["tags"] = tags
+        if environment is not None:
+            body["environment"] = environment
+        timeout = None
+        if wait_ms is not None:
+            body["waitMs"] = wait_ms
+            timeout = self.timeout_s + wait_ms / 1000
+        return _as_dict(self.request("POST", "/api/runs", body=body, timeout_s=timeout))
+
+    def list_runs(
+        self,
+        *,
+        environment: str | None = None,
+        workflow_id: str | None = None,
+        status: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``GET /api/runs``: one page of runs, ``{runs, nextCursor}``."""
+        params = {
+            "environment": environment,
+            "workflowId": workflow_id,
+            "status": status,
+            "tag": tag,
+            "since": since,
+            "until": until,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return _as_dict(self.request("GET", "/api/runs", params=params))
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """``GET /api/runs/{id}``."""
+        return _as_dict(self.request("GET", f"/api/runs/{_seg(run_id)}"))
+
+    def timeline(self, run_id: str) -> Any:
+        """``GET /api/runs/{id}/timeline``: the run's steps and waits."""
+        return self.request("GET", f"/api/runs/{_seg(run_id)}/timeline")
+
+    def cancel(
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+    ) -> dict[str, Any]:
+        """``POST /api/runs/{id}/cancel``."""
+        body: dict[str, Any] = {"compensate": compensate}
+        if reason is not None:
+            body["reason"] = reason
+        return _as_dict(self.request("POST", f"/api/runs/{_seg(run_id)}/cancel", body=body))
+
+    def send_run_event(self, run_id: str, event_type: str, payload: Any = None) -> dict[str, Any]:
+        """``POST /api/runs/{id}/events``: deliver an event to one run."""
+        body = {"eventType": event_type, "payload": payload}
+        return _as_dict(self.request("POST", f"/api/runs/{_seg(run_id)}/events", body=body))
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> dict[str, Any]:
+        """``POST /api/runs/{id}/signals``."""
+        body = {"name": name, "payload": payload}
+        return _as_dict(self.request("POST", f"/api/runs/{_seg(run_id)}/signals", body=body))
+
+    def complete_token(self, run_id: str, token_id: str, payload: Any = None) -> dict[str, Any]:
+        """``POST /api/runs/{id}/tokens/{tokenId}``."""
+        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}"
+        return _as_dict(self.request("POST", path, body={"payload": payload}))
+
+    def fail_token(
+        self, run_id: str, token_id: str, message: str, code: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /api/runs/{id}/tokens/{tokenId}/fail``."""
+        error: dict[str, Any] = {"message": message}
+        if code is not None:
+            error["code"] = code
+        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}/fail"
+        return _as_dict(self.request("POST", path, body={"error": error}))
+
+    def heartbeat_token(self, run_id: str, token_id: str) -> dict[str, Any]:
+        """``POST /api/runs/{id}/tokens/{tokenId}/heartbeat``."""
+        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}/heartbeat"
+        return _as_dict(self.request("POST", path, body={}))
+
+    # Events and manifests -----------------------------------------------------------------
+
+    def ingest_event(
+        self,
+        environment: str,
+        envelope: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/events``: route an event through the environment's manifest."""
+        body: dict[str, Any] = {"environment": environment, "envelope": envelope}
+        if idempotency_key is not None:
+            body["idempotencyKey"] = idempotency_key
+        return _as_dict(self.request("POST", "/api/events", body=body))
+
+    def push_manifest(self, environment: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/manifests``."""
+        body = {"environment": environment, "manifest": manifest}
+        return _as_dict(self.request("POST", "/api/manifests", body=body))
+
+    def get_manifest(self, environment: str) -> dict[str, Any]:
+        """``GET /api/manifests/{env}``."""
+        return _as_dict(self.request("GET", f"/api/manifests/{_seg(environment)}"))
+
+
+def _seg(value: str) -> str:
+    # Child run ids contain "/" (``<parent>/<waitId>``): escape it so the id stays one segment.
+    return quote(value, safe=":@")
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    return {"value": value}

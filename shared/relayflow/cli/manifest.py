@@ -1,0 +1,60 @@
+"""``relayflow manifest push|show``: register the manifest of an app module, or print one."""
+
+from __future__ import annotations
+
+import argparse
+
+from relayflow.cli.app_loader import AppLoadError, build_app_manifest, load_app
+from relayflow.cli.commands import EXIT_OK, Console
+from relayflow.cli.render import compact_json, pick
+from relayflow.cli.values import UsageError
+
+
+def cmd_manifest_push(args: argparse.Namespace, con: Console) -> int:
+    """Import ``--app``, build its manifest for ``--env`` and register it."""
+    try:
+        load_app(args.app)
+    except AppLoadError as exc:
+        raise UsageError(str(exc)) from exc
+    manifest = build_app_manifest(args.env)
+    answer = con.client.push_manifest(args.env, manifest)
+    if con.json_output:
+        con.emit_json(answer)
+        return EXIT_OK
+    workflows = manifest.get("workflows", [])
+    filters = manifest.get("eventFilters", [])
+    version = pick(answer, "versionId", default=manifest.get("versionId"))
+    con.line(
+        f"registered manifest {version} for {args.env}: "
+        f"{len(workflows)} workflow(s), {len(filters)} event filter(s)"
+    )
+    return EXIT_OK
+
+
+def cmd_manifest_show(args: argparse.Namespace, con: Console) -> int:
+    """Print the environment's current manifest."""
+    answer = con.client.get_manifest(args.env)
+    if con.json_output:
+        con.emit_json(answer)
+        return EXIT_OK
+    manifest = answer.get("manifest", answer)
+    if not isinstance(manifest, dict):
+        manifest = {}
+    con.line(f"environment  {answer.get('environment', args.env)}")
+    con.line(f"version      {pick(answer, 'versionId', default=manifest.get('versionId', '?'))}")
+    if manifest.get("builtAt"):
+        con.line(f"built        {manifest['builtAt']}")
+    con.line("workflows:")
+    for wf in manifest.get("workflows", []):
+        if isinstance(wf, dict):
+            con.line(f"  {wf.get('id', '?')}  ({wf.get('version', 'v1')})")
+    con.line("event filters:")
+    for flt in manifest.get("eventFilters", []):
+        if isinstance(flt, dict):
+            where = flt.get("where")
+            suffix = f"  where {compact_json(where, 80)}" if where else ""
+            con.line(
+                f"  {flt.get('id', '?')}  {flt.get('eventType', '?')} -> "
+                f"{flt.get('targetWorkflowId', '?')}{suffix}"
+            )
+    return EXIT_OK

@@ -1,0 +1,244 @@
+"""Plain-text rendering of API answers for the ``relayflow`` command: tables, runs, timelines.
+
+Field lookups are lenient (several spellings, missing keys allowed) so that the command keeps
+printing something useful against deployments of other versions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+TERMINAL_STATUSES = frozenset(
+    {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
+)
+
+
+def pick(item: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    """The first present, non-None value among ``keys``."""
+    for key in keys:
+        value = item.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def to_ms(value: Any) -> int | None:
+    """Epoch milliseconds from an int/float or an ISO 8601 string; None when unknown."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return int(parsed.timestamp() * 1000)
+    return None
+
+
+def format_time(value: Any) -> str:
+    """A UTC wall-clock time (``2024-05-01 12:00:03``), or ``-``."""
+    ms = to_ms(value)
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_duration(ms: int | float | None) -> str:
+    """A short human duration: ``850ms``, ``4.2s``, ``3m05s``, ``2h10m``, ``3d4h``."""
+    if ms is None:
+        return "-"
+    ms = max(0, int(ms))
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h"
+
+
+def compact_json(value: Any, limit: int = 0) -> str:
+    """One-line JSON, cut to ``limit`` characters when ``limit`` > 0."""
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    if limit and len(text) > limit:
+        return text[: limit - 1] + "…"
+    return text
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces, with a header line."""
+    materialised = [list(headers), *[list(row) for row in rows]]
+    widths = [max(len(row[i]) for row in materialised) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in materialised
+    )
+
+
+def run_duration_ms(run: Mapping[str, Any], now_ms: int | None = None) -> int | None:
+    """The run's duration: as reported, else end (or ``now_ms`` if still going) minus start."""
+    reported = pick(run, "durationMs", "duration_ms")
+    if isinstance(reported, int | float):
+        return int(reported)
+    start = to_ms(pick(run, "startedAt", "started_at", "createdAt"))
+    end = to_ms(pick(run, "completedAt", "completed_at", "endedAt"))
+    if start is None:
+        return None
+    if end is None:
+        if now_ms is None or pick(run, "status") in TERMINAL_STATUSES:
+            return None
+        end = now_ms
+    return max(0, end - start)
+
+
+def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The ``runs list`` table."""
+    rows = []
+    for run in runs:
+        tags = pick(run, "tags", default=[])
+        rows.append(
+            [
+                str(pick(run, "id", "runId", default="?")),
+                str(pick(run, "workflowId", "workflow_id", default="?")),
+                str(pick(run, "status", default="?")),
+                format_time(pick(run, "startedAt", "started_at")),
+                format_duration(run_duration_ms(run)),
+                ",".join(str(t) for t in tags) if isinstance(tags, list) else str(tags),
+            ]
+        )
+    return table(["RUN", "WORKFLOW", "STATUS", "STARTED (UTC)", "DURATION", "TAGS"], rows)
+
+
+def timeline_entries(raw: Any) -> list[dict[str, Any]]:
+    """The list of entries of a timeline answer (a list, or an object holding one)."""
+    if isinstance(raw, list):
+        return [e for e in raw if isinstance(e, dict)]
+    if isinstance(raw, dict):
+        for key in ("timeline", "entries", "items"):
+            value = raw.get(key)
+            if isinstance(value, list):
+                return [e for e in value if isinstance(e, dict)]
+    return []
+
+
+def entry_label(entry: Mapping[str, Any]) -> str:
+    """``step charge`` / ``wait sleep:0``: the kind and name of a timeline entry."""
+    kind = str(pick(entry, "type", "kind", default="step")).lower()
+    name = pick(entry, "stepId", "waitpointId", "id", "name", default="?")
+    return f"{kind} {name}"
+
+
+def entry_outcome(entry: Mapping[str, Any]) -> str:
+    """The outcome of a timeline entry (``ok``, ``err``, ``waiting``...)."""
+    return str(pick(entry, "outcome", "status", "state", default="-"))
+
+
+def entry_error(entry: Mapping[str, Any]) -> str:
+    """``CODE: message`` of an entry's error, or the empty string."""
+    error = entry.get("error")
+    if isinstance(error, dict):
+        code = pick(error, "code", default="")
+        message = pick(error, "message", default="")
+        return f"{code}: {message}" if code and message else str(code or message)
+    if error:
+        return str(error)
+    return ""
+
+
+def timeline_table(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Steps and waits in order, with attempt, start, duration and outcome."""
+    rows = []
+    for entry in entries:
+        start = to_ms(pick(entry, "startedAt", "start", "registeredAt", "at"))
+        end = to_ms(pick(entry, "finishedAt", "end", "endedAt", "resolvedAt"))
+        duration = pick(entry, "durationMs")
+        if duration is None and start is not None and end is not None:
+            duration = end - start
+        attempt = pick(entry, "attempt")
+        detail = entry_error(entry)
+        if not detail:
+            wake = to_ms(pick(entry, "wakeAt", "deadline"))
+            if wake is not None and end is None:
+                detail = f"until {format_time(wake)}"
+        rows.append(
+            [
+                entry_label(entry),
+                "" if attempt is None else str(attempt),
+                format_time(start),
+                format_duration(duration) if duration is not None else "-",
+                entry_outcome(entry),
+                detail,
+            ]
+        )
+    return table(["ENTRY", "ATTEMPT", "START (UTC)", "DURATION", "OUTCOME", "DETAIL"], rows)
+
+
+def describe_wait(wait: Mapping[str, Any]) -> str:
+    """``token:t1 (token t1)``, ``sleep:0 until 12:00:03``: a pending wait in one phrase."""
+    text = str(pick(wait, "id", default="?"))
+    if wait.get("tokenId"):
+        text += f"  (complete with: relayflow token complete <run> {wait['tokenId']})"
+    elif wait.get("signalName"):
+        text += f"  (signal {wait['signalName']})"
+    elif wait.get("eventType"):
+        text += f"  (event {wait['eventType']})"
+    wake = to_ms(pick(wait, "wakeAt"))
+    deadline = to_ms(pick(wait, "deadline"))
+    if wake is not None:
+        text += f" until {format_time(wake)}"
+    elif deadline is not None:
+        text += f" timeout {format_time(deadline)}"
+    return text
+
+
+def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> str:
+    """The ``runs get`` view: header lines, output or error, then the timeline."""
+    lines = [
+        f"run       {pick(run, 'id', 'runId', default='?')}",
+        f"workflow  {pick(run, 'workflowId', default='?')}",
+        f"status    {pick(run, 'status', default='?')}",
+        f"started   {format_time(pick(run, 'startedAt'))}",
+    ]
+    if pick(run, "completedAt") is not None:
+        lines.append(f"ended     {format_time(pick(run, 'completedAt'))}")
+    lines.append(f"duration  {format_duration(run_duration_ms(run))}")
+    tags = pick(run, "tags", default=[])
+    if tags:
+        lines.append(f"tags      {', '.join(str(t) for t in tags)}")
+    waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]
+    for index, wait in enumerate(waits):
+        label = "waits on" if index == 0 else ""
+        lines.append(f"{label:<9} {describe_wait(wait)}")
+    children = run.get("children") or []
+    if children:
+        lines.append(f"children  {', '.join(str(c) for c in children)}")
+    error = run.get("error")
+    if error:
+        lines.append(f"error     {entry_error({'error': error})}")
+    for report in run.get("compensations") or []:
+        if isinstance(report, dict):
+            lines.append(
+                f"undone    {report.get('stepId', '?')}: {report.get('status', '?')}"
+                + (f"  {entry_error(report)}" if report.get("error") else "")
+            )
+    if "output" in run and pick(run, "status") == "completed":
+        lines.append(f"output    {compact_json(run.get('output'), 2000)}")
+    lines.append("")
+    if entries:
+        lines.append(timeline_table(entries))
+    else:
+        lines.append("(no steps or waits yet)")
+    return "\n".join(lines)

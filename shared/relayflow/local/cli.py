@@ -1,0 +1,136 @@
+"""``relayflow dev``: start the local stack, print how to use it, run until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import shlex
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any, TextIO
+
+from relayflow.cli.app_loader import AppLoadError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+DEFAULT_APP = "examples"
+#: A sample input per example workflow, so the printed curl commands work as they are.
+SAMPLE_INPUTS: dict[str, Any] = {
+    "media.thumbnails": {"gallery": "g-1", "images": ["a.jpg", "b.png", "notes.txt", "c.jpg"]},
+    "orders.fulfil": {"id": "o-1", "total": 42, "items": ["book"]},
+}
+
+
+def resolve_app(requested: str | None) -> str | None:
+    """The app module to host: the one asked for, else ``examples`` when importable."""
+    if requested:
+        return requested
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    return DEFAULT_APP if importlib.util.find_spec(DEFAULT_APP) is not None else None
+
+
+def sample_trigger(workflow_ids: list[str]) -> tuple[str, Any] | None:
+    """A workflow to show in the trigger example, with an input it accepts."""
+    for workflow_id, sample in SAMPLE_INPUTS.items():
+        if workflow_id in workflow_ids:
+            return workflow_id, sample
+    if workflow_ids:
+        return workflow_ids[0], {}
+    return None
+
+
+def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> str:
+    """What ``relayflow dev`` prints once the stack is up."""
+    auth = shlex.quote(f"Authorization: Bearer {token}")
+    lines = [
+        "relayflow dev: the local stack is running",
+        "",
+        f"  API          {url}",
+        f"  token        {token}",
+        f"  moto         {moto_url}",
+        f"  environment  {environment}",
+    ]
+    if app.module:
+        lines.append(
+            f"  app          {app.module}: {len(app.workflow_ids)} workflow(s), "
+            f"{app.filter_count} event filter(s), manifest {app.manifest_version}"
+        )
+    else:
+        lines.append("  app          none (pass --app MODULE to host your workflows)")
+    lines += ["", "Try:", f"  curl -s {url}/api/healthz"]
+    sample = sample_trigger(app.workflow_ids)
+    if sample is not None:
+        body = json.dumps({"workflowId": sample[0], "input": sample[1], "waitMs": 5000})
+        lines.append(
+            f"  curl -s -X POST {url}/api/runs -H {auth} "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}"
+        )
+    lines.append(f"  curl -s -H {auth} '{url}/api/runs?limit=5'")
+    lines += [
+        "",
+        "Or with the CLI:",
+        f"  export RELAYFLOW_URL={url} RELAYFLOW_TOKEN={token}",
+        "  relayflow runs list",
+        "",
+        "Run transitions are logged below. Ctrl-C stops.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run_dev(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """Run the stack until SIGINT/SIGTERM; returns the exit status."""
+    # Powertools loggers read their level when built: keep request/alarm logs off the console.
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    logging.getLogger("relayflow").setLevel(logging.WARNING)
+
+    from relayflow.local.http_adapter import PortInUseError
+    from relayflow.local.stack import DevOptions, DevStack, console_writer
+
+    options = DevOptions(
+        app=resolve_app(args.app),
+        port=args.port,
+        moto_port=args.moto_port,
+        environment=args.env,
+        token=args.dev_token,
+    )
+    stack = DevStack(options, console_writer(out))
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            stack.start()
+        except PortInUseError as exc:
+            err.write(f"relayflow dev: {exc.strerror}; pick another with --port/--moto-port\n")
+            return EXIT_USAGE
+        except AppLoadError as exc:
+            err.write(f"relayflow dev: {exc}\n")
+            return EXIT_USAGE
+        except Exception as exc:
+            err.write(f"relayflow dev: the local stack failed to start: {exc}\n")
+            return EXIT_FAILED
+        out.write(banner(stack.url, stack.token, stack.moto_url, options.environment, stack.app))
+        out.write("\n")
+        out.flush()
+        while not stopped.wait(0.5):
+            pass
+        out.write("relayflow dev: stopping\n")
+        out.flush()
+        return EXIT_OK
+    finally:
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,175 @@
+"""The local stand-in for EventBridge Scheduler firing: moto stores schedules but never fires
+them, so this loop reads the group's one-time schedules and fires each due one into the
+drive handler, deleting it first as ``ActionAfterCompletion=DELETE`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+_log = logging.getLogger("relayflow.local")
+_AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
+
+Fire = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class _Known:
+    modified: Any
+    due_ms: int | None
+    payload: dict[str, Any] | None
+
+
+def due_time_ms(expression: str, payload: Mapping[str, Any] | None) -> int | None:
+    """When a one-time schedule is due: the payload's ``wakeAt`` (ms), else its ``at()``.
+
+    Scheduler fires ``at()`` schedules with up to a minute of delay; the local stack fires at
+    the exact wake time the alarm carries, which an early or late alarm tolerates either way.
+    """
+    wake = payload.get("wakeAt") if payload is not None else None
+    if isinstance(wake, int) and not isinstance(wake, bool):
+        return wake
+    match = _AT.match(expression or "")
+    if match is None:
+        return None
+    stamp = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
+class LocalScheduler:
+    """Polls a schedule group and fires due one-time schedules.
+
+    Args:
+        client: A boto3 EventBridge Scheduler client (on moto).
+        group: The schedule group the alarm clock arms into.
+        fire: Called with the schedule's target input (``{"runId", "wakeAt"}``), on a worker
+            thread, like an asynchronous Lambda invocation.
+        now_ms: Wall clock in epoch ms.
+        interval_s: Pause between polls.
+        workers: Alarms fired concurrently at most.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        group: str,
+        fire: Fire,
+        now_ms: Callable[[], int],
+        interval_s: float = 0.2,
+        workers: int = 4,
+    ) -> None:
+        self._client = client
+        self._group = group
+        self._fire = fire
+        self._now_ms = now_ms
+        self._interval_s = interval_s
+        self._known: dict[str, _Known] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="relayflow-alarm")
+
+    def start(self) -> None:
+        """Poll in a background thread until :meth:`stop`."""
+        self._thread = threading.Thread(target=self._loop, name="relayflow-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling and wait for alarms being fired to finish."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick(wait=False)
+            except Exception:
+                _log.exception("local scheduler poll failed")
+            self._stop.wait(self._interval_s)
+
+    def tick(self, *, wait: bool = True) -> list[str]:
+        """Fire every schedule due now; returns their names.
+
+        Args:
+            wait: Wait for the fired alarms to be handled (tests); the loop does not.
+        """
+        now = self._now_ms()
+        fired: list[str] = []
+        futures = []
+        for name, modified in self._list():
+            known = self._known.get(name)
+            if known is None or known.modified != modified:
+                known = self._read(name, modified)
+                if known is None:
+                    continue
+                self._known[name] = known
+            if known.due_ms is None or known.due_ms > now or known.payload is None:
+                continue
+            if not self._delete(name):
+                continue
+            self._known.pop(name, None)
+            fired.append(name)
+            futures.append(self._pool.submit(self._fire_safely, name, known.payload))
+        if wait:
+            for future in futures:
+                future.result()
+        return fired
+
+    def _fire_safely(self, name: str, payload: dict[str, Any]) -> None:
+        try:
+            self._fire(payload)
+        except Exception:
+            _log.exception("alarm %s failed in the drive handler", name)
+
+    def _list(self) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"GroupName": self._group, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._client.list_schedules(**params)
+            for item in page.get("Schedules", []):
+                if item.get("State", "ENABLED") == "ENABLED":
+                    out.append((item["Name"], item.get("LastModificationDate")))
+            token = page.get("NextToken")
+            if not token:
+                break
+        live = {name for name, _ in out}
+        for gone in set(self._known) - live:
+            del self._known[gone]
+        return out
+
+    def _read(self, name: str, modified: Any) -> _Known | None:
+        try:
+            schedule = self._client.get_schedule(Name=name, GroupName=self._group)
+        except self._client.exceptions.ResourceNotFoundException:
+            return None
+        raw = (schedule.get("Target") or {}).get("Input")
+        payload: dict[str, Any] | None = None
+        if isinstance(raw, str):
+            try:
+                decoded = json.loads(raw)
+            except ValueError:
+                decoded = None
+            payload = decoded if isinstance(decoded, dict) else None
+        expression = str(schedule.get("ScheduleExpression") or "")
+        return _Known(modified, due_time_ms(expression, payload), payload)
+
+    def _delete(self, name: str) -> bool:
+        try:
+            self._client.delete_schedule(Name=name, GroupName=self._group)
+        except self._client.exceptions.ResourceNotFoundException:
+            return False  # disarmed meanwhile: nothing to fire
+        return True

@@ -1,0 +1,321 @@
+"""The local development stack in one process: moto, the AWS resources, the API on a port,
+the drive function fed by a local scheduler, and the app's workflows on a local worker.
+
+Everything runs through the production code paths (the AWS driver on moto, the api, drive
+and worker Lambda handlers, signed Lambda dispatch); only what moto cannot play is local:
+firing schedules, and running Lambda functions (in this process, see ``lambda_router``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.tables import create_resources
+from relayflow.cli.app_loader import build_app_manifest, load_app
+from relayflow.config import DispatchTarget, Settings
+from relayflow.drivers import WorkflowDriver
+from relayflow.local.http_adapter import LambdaHttpServer
+from relayflow.local.lambda_router import LocalLambdaClient
+from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
+from relayflow.local.scheduler import LocalScheduler
+from relayflow.local.transitions_log import TransitionLoggingRunStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
+
+ACCOUNT = "123456789012"
+WORKER_FUNCTION = "relayflow-worker"
+DRIVE_FUNCTION = "relayflow-drive"
+#: Names of the local resources (a deployment gets its names from CDK).
+LOCAL_SETTINGS = Settings(
+    table_name="relayflow-runs",
+    manifests_table="relayflow-manifests",
+    manifests_bucket="relayflow-manifests",
+    payload_bucket="relayflow-payloads",
+    schedule_group="relayflow-alarms",
+    scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/relayflow-scheduler",
+    drive_function_arn=f"arn:aws:lambda:{DEFAULT_REGION}:{ACCOUNT}:function:{DRIVE_FUNCTION}",
+    dlq_arn=f"arn:aws:sqs:{DEFAULT_REGION}:{ACCOUNT}:relayflow-alarms-dlq",
+    # Steps go to the worker function with a signed RequestResponse invoke, as deployed.
+    dispatcher=DispatchTarget("lambda", WORKER_FUNCTION),
+    region=DEFAULT_REGION,
+)
+#: How often the local sweeper re-drives runs whose alarm was missed.
+SWEEP_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class DevOptions:
+    """What ``relayflow dev`` was asked for."""
+
+    app: str | None = None
+    port: int = 8787
+    moto_port: int = 5050
+    environment: str = "development"
+    token: str | None = None
+    host: str = "127.0.0.1"
+
+
+@dataclass
+class AppInfo:
+    """The hosted app: its module, workflow ids, filter count and registered manifest."""
+
+    module: str | None
+    workflow_ids: list[str] = field(default_factory=list)
+    filter_count: int = 0
+    manifest_version: str | None = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class DevStack:
+    """Starts and stops the local stack.
+
+    Args:
+        options: Ports, app module, environment and token.
+        log: Receives one line per run transition and other notices.
+    """
+
+    def __init__(self, options: DevOptions, log: Callable[[str], None]) -> None:
+        self.options = options
+        self.token = options.token or f"dev-{secrets.token_urlsafe(18)}"
+        self._log = log
+        self.settings = replace(LOCAL_SETTINGS, signing_secret=secrets.token_hex(32))
+        self.app = AppInfo(module=options.app)
+        self._http: LambdaHttpServer | None = None
+        self._moto: LocalMoto | None = None
+        self._scheduler: LocalScheduler | None = None
+        self._lambda = LocalLambdaClient(
+            {
+                WORKER_FUNCTION: self._run_worker,
+                DRIVE_FUNCTION: self._run_drive,
+            },
+            on_error=self._report_error,
+        )
+        self._worker_handler: Callable[[Any, Any], Any] | None = None
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._api_handler: Callable[[dict[str, Any], Any], Any] | None = None
+        self._drive_handler: Callable[[Any, Any], Any] | None = None
+        self._sweeper_handler: Callable[[Any, Any], Any] | None = None
+
+    @property
+    def url(self) -> str:
+        """The API's base URL."""
+        assert self._http is not None
+        return self._http.url
+
+    @property
+    def moto_url(self) -> str:
+        """moto's endpoint."""
+        assert self._moto is not None
+        return self._moto.endpoint_url
+
+    def start(self) -> None:
+        """Bring everything up; raises ``PortInUseError`` when a port is taken.
+
+        Raises:
+            PortInUseError: The API or moto port is taken.
+            AppLoadError: The app module cannot be imported.
+        """
+        # Bind the API port first so a taken port fails before anything else starts.
+        self._http = LambdaHttpServer(
+            self._serve_api, host=self.options.host, port=self.options.port,
+            function_name="relayflow-api", on_error=self._report_error,
+        )  # fmt: skip
+        try:
+            self._moto = start_moto(self.options.host, self.options.moto_port)
+            clients = self._clients(self._moto.endpoint_url)
+            create_resources(clients, self.settings)
+            self._load_app()
+            driver = self._build_driver(clients)
+            self._register_manifest(driver)
+            self._wire_handlers(driver, clients)
+            self._scheduler = LocalScheduler(
+                client=clients.scheduler(),
+                group=self.settings.require("schedule_group"),
+                fire=self._fire_alarm,
+                now_ms=_now_ms,
+            )
+            self._scheduler.start()
+            self._sweeper = threading.Thread(
+                target=self._sweep_loop, name="relayflow-sweeper", daemon=True
+            )
+            self._sweeper.start()
+            self._http.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop serving, firing and sweeping, then stop moto (safe to call twice)."""
+        self._stop.set()
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+        if self._scheduler is not None:
+            self._scheduler.stop()
+            self._scheduler = None
+        if self._sweeper is not None:
+            self._sweeper.join(timeout=5)
+            self._sweeper = None
+        self._lambda.close()
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _clients(self, endpoint_url: str) -> AwsClients:
+        # Explicit fake credentials: whatever the shell holds, nothing reaches real AWS.
+        session = boto3.Session(
+            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+            region_name=DEFAULT_REGION,
+        )
+        return LocalAwsClients(
+            self._lambda, session=session, region=DEFAULT_REGION, endpoint_url=endpoint_url
+        )
+
+    def _load_app(self) -> None:
+        from relayflow.events import registered_filters
+        from relayflow.sdk.registry import registered_workflows
+
+        if self.options.app:
+            load_app(self.options.app)
+        self.app.workflow_ids = [wf.id for wf in registered_workflows()]
+        self.app.filter_count = len(registered_filters())
+
+    def _build_driver(self, clients: AwsClients) -> WorkflowDriver:
+        # Without ``on_due``, a run due now is handed to the drive function with an
+        # asynchronous invoke, exactly as deployed; the local Lambda client runs it.
+        driver = build_aws_driver(self.settings, clients=clients)
+        # Every insert and conditional save goes through the engine's store: wrapping it
+        # gives the console one line per run transition.
+        engine = driver.engine
+        engine.runs = TransitionLoggingRunStore(engine.runs, self._log, _now_ms)
+        return driver
+
+    def _register_manifest(self, driver: WorkflowDriver) -> None:
+        manifest = build_app_manifest(self.options.environment)
+        self.app.manifest_version = driver.register_manifest(self.options.environment, manifest)
+
+    def _wire_handlers(self, driver: WorkflowDriver, clients: AwsClients) -> None:
+        from relayflow.api.app import create_app
+        from relayflow.api.auth import StaticTokenAuth
+        from relayflow.api.handler import (
+            make_drive_handler,
+            make_lambda_handler,
+            make_sweeper_handler,
+        )
+        from relayflow.worker.hosts import make_lambda_handler as make_worker_handler
+
+        auth = StaticTokenAuth([self.token])
+        # The console shows run transitions; request logs only when something goes wrong.
+        quiet = Logger(service="relayflow-api", level="WARNING")
+        self._api_handler = make_lambda_handler(
+            lambda: create_app(
+                driver, driver.admin, auth=auth, metrics=_SilentMetrics(), logger=quiet
+            )
+        )
+        self._drive_handler = make_drive_handler(lambda: driver, metrics=_SilentMetrics())
+        self._sweeper_handler = make_sweeper_handler(lambda: driver)
+        self._worker_handler = make_worker_handler(
+            secret=self.settings.signing_secret,
+            mode=self.settings.signing_mode,
+            payload_store=S3PayloadStore(
+                self.settings.require("payload_bucket"), client_factory=clients.s3
+            ),
+            payload_cap=self.settings.inline_payload_cap,
+        )
+
+    # -- running -------------------------------------------------------------------------------
+
+    def _serve_api(self, event: dict[str, Any], context: Any) -> Any:
+        if self._api_handler is None:
+            return {
+                "statusCode": 503,
+                "headers": {"Content-Type": "application/json"},
+                "body": '{"error": "unavailable", "message": "the local stack is starting"}',
+            }
+        return self._api_handler(event, context)
+
+    def _run_worker(self, event: Any, context: Any) -> Any:
+        assert self._worker_handler is not None
+        return self._worker_handler(event, context)
+
+    def _run_drive(self, event: Any, context: Any) -> Any:
+        assert self._drive_handler is not None
+        return self._drive_handler(event, context)
+
+    def _fire_alarm(self, payload: dict[str, Any]) -> None:
+        """Invoke the drive function with a due schedule's input, as Scheduler would."""
+        answer = self._lambda.invoke(
+            FunctionName=self.settings.require("drive_function_arn"),
+            InvocationType="RequestResponse",
+            Payload=json.dumps(payload),
+        )
+        if answer.get("FunctionError"):
+            self._log(f"error: alarm of run {payload.get('runId')}: {answer['Payload'].read()!r}")
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(SWEEP_INTERVAL_S):
+            try:
+                assert self._sweeper_handler is not None
+                self._sweeper_handler({}, None)
+            except Exception as exc:
+                self._report_error(exc)
+
+    def _report_error(self, exc: BaseException) -> None:
+        self._log(f"error: {type(exc).__name__}: {exc}")
+
+
+class LocalAwsClients(AwsClients):
+    """The moto-backed clients, except Lambda: functions run in this process."""
+
+    def __init__(self, local_lambda: LocalLambdaClient, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._local_lambda = local_lambda
+
+    def lambda_(self) -> LambdaClient:
+        """The in-process Lambda client."""
+        return cast("LambdaClient", self._local_lambda)
+
+
+class _SilentMetrics:
+    """Counters are dropped locally (EMF lines would drown the transition log)."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        """Drop a counter."""
+
+    def flush(self) -> None:
+        """Nothing to flush."""
+
+
+def console_writer(stream: TextIO | None = None) -> Callable[[str], None]:
+    """A thread-safe line writer to ``stream`` (stdout by default)."""
+    lock = threading.Lock()
+    out = stream or sys.stdout
+
+    def write(line: str) -> None:
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    return write

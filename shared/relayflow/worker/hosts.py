@@ -1,0 +1,275 @@
+"""Step host entry points: an AWS Lambda handler and a WSGI app, both checking signatures.
+
+Both check, in the reference's order (§2.2): method (405), signature (401), JSON (400), then
+hand the request to :func:`relayflow.worker.handle_step_request`. Values over the inline cap
+travel as payload pointers; when a payload store is given, the host resolves them in the
+request and offloads large values of its answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
+from relayflow.payloads import PayloadCodec
+from relayflow.ports import PayloadStore
+
+StepHandler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+Answer = tuple[int, dict[str, Any]]
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _default_handler(raw: dict[str, Any]) -> Answer:
+    # Imported on first request so this module loads even where the SDK is not importable yet.
+    from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
+
+    answer: Answer = handle_step_request(raw)
+    return answer
+
+
+def _error(status: int, code: str, message: str) -> Answer:
+    return status, {"error": code, "message": message}
+
+
+class StepHost:
+    """The transport-independent part of a step host: checks, then delegation.
+
+    Args:
+        handler: Runs one step request (``relayflow.worker.handle_step_request`` by default).
+        signer: Verifies signatures; None accepts unsigned requests.
+        payload_store: Resolves payload pointers in requests and stores large answer values.
+        payload_cap: Answer values whose JSON is larger than this many bytes are offloaded.
+    """
+
+    def __init__(
+        self,
+        *,
+        handler: StepHandler | None = None,
+        signer: RequestSigner | None = None,
+        payload_store: PayloadStore | None = None,
+        payload_cap: int | None = None,
+    ) -> None:
+        self._handler = handler or _default_handler
+        self.signer = signer
+        self._payload_store = payload_store
+        self._payload_cap = payload_cap
+
+    def handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        """Answer one HTTP-shaped request: (status, JSON body)."""
+        if method.upper() != "POST":
+            return _error(405, "method_not_allowed", f"method {method.upper()} is not allowed")
+        if self.signer is not None:
+            try:
+                self.signer.verify(headers, body)
+            except SignatureError as exc:
+                return _error(401, "unauthorized", exc.message)
+        try:
+            raw = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "invalid_json", "the request body is not valid JSON")
+        return self.run(raw)
+
+    def run(self, raw: Any) -> Answer:
+        """Run an already-authenticated, parsed step request."""
+        if not isinstance(raw, dict):
+            return _error(400, "invalid_request", "the step request must be a JSON object")
+        if self._payload_store is None:
+            return self._handler(raw)
+        # One codec per request: values resolved here are not uploaded again in the answer.
+        codec = PayloadCodec(self._payload_store, self._payload_cap)
+        status, answer = self._handler(codec.resolve_step_request(raw))
+        if status == 200:
+            answer = codec.offload_step_response(answer)
+        return status, answer
+
+
+def make_step_host(
+    *,
+    secret: str | None = None,
+    mode: SigningMode = "relayflow",
+    handler: StepHandler | None = None,
+    payload_store: PayloadStore | None = None,
+    payload_cap: int | None = None,
+    previous_secrets: tuple[str, ...] = (),
+) -> StepHost:
+    """A :class:`StepHost` verifying ``secret`` in ``mode`` (no verification without one)."""
+    signer = RequestSigner(secret, mode=mode, previous_secrets=previous_secrets) if secret else None
+    return StepHost(
+        handler=handler, signer=signer, payload_store=payload_store, payload_cap=payload_cap
+    )
+
+
+# ---- AWS Lambda ------------------------------------------------------------------------------
+
+
+def make_lambda_handler(
+    host: StepHost | None = None, **options: Any
+) -> Callable[[Any, Any], dict[str, Any]]:
+    """A Lambda handler for a step host function.
+
+    Accepted events:
+
+    * a step request object, invoked directly (``LambdaDispatcher`` without a secret); the
+      answer is ``{"statusCode": s, "body": {...}}``. Refused with 401 when the host has a
+      secret: signed deployments must send envelopes.
+    * an envelope ``{"headers": {...}, "body": "<JSON>"}`` — a signed ``LambdaDispatcher``
+      payload, or a Lambda Function URL / API Gateway v2 event (``requestContext.http.method``
+      and ``isBase64Encoded`` are honoured). The signature is checked over the exact body
+      string; the answer's body is a JSON string with a ``content-type`` header.
+
+    Args:
+        host: The host to run; else one built by :func:`make_step_host` from ``options``.
+    """
+    built = host or make_step_host(**options)
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        return _lambda_answer(built, event)
+
+    return handler
+
+
+def _lambda_answer(host: StepHost, event: Any) -> dict[str, Any]:
+    if isinstance(event, dict) and isinstance(event.get("body"), str) and "headers" in event:
+        headers = event.get("headers") or {}
+        body_text: str = event["body"]
+        body = (
+            base64.b64decode(body_text)
+            if event.get("isBase64Encoded")
+            else body_text.encode("utf-8")
+        )
+        http = (event.get("requestContext") or {}).get("http") or {}
+        method = http.get("method") or event.get("httpMethod") or "POST"
+        status, answer = host.handle(str(method), _str_headers(headers), body)
+        return {
+            "statusCode": status,
+            "headers": {"content-type": "application/json; charset=utf-8"},
+            "body": json.dumps(answer, separators=(",", ":"), ensure_ascii=False),
+        }
+    if host.signer is not None:
+        status, answer = _error(
+            401,
+            "unauthorized",
+            f"missing {host.signer.header_name} header "
+            '(a signed host expects {"headers", "body"} envelopes)',
+        )
+    else:
+        status, answer = host.run(event)
+    return {"statusCode": status, "body": answer}
+
+
+@functools.cache
+def _settings_host() -> StepHost:
+    from relayflow.config import current_settings
+
+    settings = current_settings()
+    payload_store: PayloadStore | None = None
+    if settings.payload_bucket:
+        from relayflow.adapters.aws.clients import AwsClients
+        from relayflow.adapters.aws.payloads import S3PayloadStore
+
+        clients = AwsClients.from_settings(settings)
+        payload_store = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
+    return make_step_host(
+        secret=settings.signing_secret,
+        mode=settings.signing_mode,
+        payload_store=payload_store,
+        payload_cap=settings.inline_payload_cap,
+    )
+
+
+def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+    """The step host Lambda entry point, configured from the environment on first call.
+
+    ``RELAYFLOW_SIGNING_SECRET``/``RELAYFLOW_SIGNING_MODE`` enable signature checks and
+    ``RELAYFLOW_PAYLOAD_BUCKET`` enables payload pointers (see :func:`make_lambda_handler`).
+    """
+    return _lambda_answer(_settings_host(), event)
+
+
+# ---- WSGI ------------------------------------------------------------------------------------
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    426: "Upgrade Required",
+    500: "Internal Server Error",
+}
+
+
+def make_wsgi_app(
+    host: StepHost | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    **options: Any,
+) -> WsgiApp:
+    """A WSGI app serving step requests by POST on any path it is mounted at.
+
+    Args:
+        host: The host to run; else one built by :func:`make_step_host` from ``options``
+            (``secret``, ``mode``, ``handler``, ``payload_store``, ``payload_cap``).
+        max_body_bytes: Larger bodies are refused with 413 before they are read.
+    """
+    built = host or make_step_host(**options)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        status, answer = _wsgi_answer(built, environ, max_body_bytes)
+        payload = json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        headers = [
+            ("Content-Type", "application/json; charset=utf-8"),
+            ("Content-Length", str(len(payload))),
+        ]
+        if status == 405:
+            headers.append(("Allow", "POST"))
+        start_response(f"{status} {_REASONS.get(status, 'Status')}", headers)
+        return [payload]
+
+    return app
+
+
+def _wsgi_answer(host: StepHost, environ: dict[str, Any], max_body_bytes: int) -> Answer:
+    method = str(environ.get("REQUEST_METHOD", "GET"))
+    if method.upper() != "POST":
+        return host.handle(method, {}, b"")
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _error(400, "invalid_request", "Content-Length is not a number")
+    if length > max_body_bytes:
+        return _error(413, "payload_too_large", f"the body exceeds {max_body_bytes} bytes")
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    headers = {
+        key[5:].replace("_", "-").lower(): str(value)
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    }
+    if environ.get("CONTENT_TYPE"):
+        headers["content-type"] = str(environ["CONTENT_TYPE"])
+    return host.handle(method, headers, body)
+
+
+@functools.cache
+def _settings_wsgi_app() -> WsgiApp:
+    return make_wsgi_app(_settings_host())
+
+
+def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """The step host WSGI app configured from the environment on first request."""
+    return _settings_wsgi_app()(environ, start_response)
+
+
+def _str_headers(headers: Any) -> dict[str, str]:
+    if not isinstance(headers, Mapping):
+        return {}
+    return {str(key): str(value) for key, value in headers.items() if value is not None}

@@ -1,0 +1,158 @@
+"""Settings come from environment variables, with defaults, and refuse unusable values."""
+
+from __future__ import annotations
+
+import pytest
+
+from relayflow import config
+from relayflow.config import DispatchTarget, Settings
+from relayflow.errors import ValidationError
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = Settings.from_env({})
+    assert settings.inline_drive_budget_ms == 10_000
+    assert settings.inline_payload_cap == 32 * 1024
+    assert settings.retention_days == 30
+    assert settings.manifest_keep == 3
+    assert settings.dispatcher == DispatchTarget("inline")
+    assert settings.dispatch_map == {}
+    assert settings.signing_secret is None
+    assert settings.signing_mode == "relayflow"
+    assert settings.table_name is None
+    assert settings.region is None
+
+
+def test_every_variable_is_read() -> None:
+    env = {
+        config.ENV_TABLE_NAME: "runs",
+        config.ENV_MANIFESTS_TABLE: "manifests",
+        config.ENV_MANIFESTS_BUCKET: "manifest-bucket",
+        config.ENV_PAYLOAD_BUCKET: "payloads",
+        config.ENV_SCHEDULE_GROUP: "relayflow",
+        config.ENV_SCHEDULER_ROLE_ARN: "arn:aws:iam::123456789012:role/sched",
+        config.ENV_DRIVE_FUNCTION_ARN: "arn:aws:lambda:eu-west-1:123456789012:function:drive",
+        config.ENV_DLQ_ARN: "arn:aws:sqs:eu-west-1:123456789012:dlq",
+        config.ENV_SIGNING_SECRET: "s3cret",
+        config.ENV_SIGNING_MODE: "voyant",
+        config.ENV_INLINE_DRIVE_BUDGET: "2s",
+        config.ENV_INLINE_PAYLOAD_CAP: "1024",
+        config.ENV_RETENTION_DAYS: "7",
+        config.ENV_MANIFEST_KEEP: "5",
+        config.ENV_DISPATCHER: "http",
+        config.ENV_DISPATCH_URL: "https://host.example/step",
+        config.ENV_DISPATCH_MAP: '{"billing.*": "lambda:billing-host", "x": {"kind": "inline"}}',
+        config.ENV_DISPATCH_CONNECT_TIMEOUT: "1.5",
+        config.ENV_DISPATCH_READ_TIMEOUT: "20",
+        config.ENV_DISPATCH_RETRIES: "0",
+        config.ENV_REGION: "us-east-2",
+    }
+    settings = Settings.from_env(env)
+    assert settings.table_name == "runs"
+    assert settings.manifests_table == "manifests"
+    assert settings.manifests_bucket == "manifest-bucket"
+    assert settings.payload_bucket == "payloads"
+    assert settings.schedule_group == "relayflow"
+    assert settings.scheduler_role_arn.endswith(":role/sched")  # type: ignore[union-attr]
+    assert settings.drive_function_arn.endswith(":function:drive")  # type: ignore[union-attr]
+    assert settings.dlq_arn.endswith(":dlq")  # type: ignore[union-attr]
+    assert settings.signing_secret == "s3cret"
+    assert settings.signing_mode == "voyant"
+    assert settings.inline_drive_budget_ms == 2_000
+    assert settings.inline_payload_cap == 1024
+    assert settings.retention_days == 7
+    assert settings.manifest_keep == 5
+    assert settings.dispatcher == DispatchTarget("http", "https://host.example/step")
+    assert settings.dispatch_map == {
+        "billing.*": DispatchTarget("lambda", "billing-host"),
+        "x": DispatchTarget("inline"),
+    }
+    assert settings.connect_timeout_s == 1.5
+    assert settings.read_timeout_s == 20.0
+    assert settings.dispatch_retries == 0
+    assert settings.region == "us-east-2"
+    assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
+
+
+@pytest.mark.parametrize(
+    ("env", "region"),
+    [
+        ({"AWS_DEFAULT_REGION": "eu-west-1"}, "eu-west-1"),
+        ({"AWS_DEFAULT_REGION": "eu-west-1", "AWS_REGION": "eu-central-1"}, "eu-central-1"),
+        ({"AWS_REGION": "eu-central-1", config.ENV_REGION: "ap-south-1"}, "ap-south-1"),
+    ],
+)
+def test_region_falls_back_to_the_aws_variables(env: dict[str, str], region: str) -> None:
+    assert Settings.from_env(env).region == region
+
+
+@pytest.mark.parametrize(
+    ("raw", "ms"), [("2500", 2500), ("3s", 3000), ("1m", 60_000), ("750ms", 750)]
+)
+def test_inline_drive_budget_accepts_milliseconds_and_durations(raw: str, ms: int) -> None:
+    assert Settings.from_env({config.ENV_INLINE_DRIVE_BUDGET: raw}).inline_drive_budget_ms == ms
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({config.ENV_RETENTION_DAYS: "soon"}, config.ENV_RETENTION_DAYS),
+        ({config.ENV_RETENTION_DAYS: "0"}, config.ENV_RETENTION_DAYS),
+        ({config.ENV_INLINE_PAYLOAD_CAP: "-1"}, config.ENV_INLINE_PAYLOAD_CAP),
+        ({config.ENV_INLINE_DRIVE_BUDGET: "ten seconds"}, config.ENV_INLINE_DRIVE_BUDGET),
+        ({config.ENV_DISPATCH_READ_TIMEOUT: "0"}, config.ENV_DISPATCH_READ_TIMEOUT),
+        ({config.ENV_DISPATCHER: "carrier-pigeon"}, config.ENV_DISPATCHER),
+        ({config.ENV_DISPATCHER: "lambda"}, config.ENV_DISPATCH_FUNCTION),
+        ({config.ENV_DISPATCHER: "http"}, config.ENV_DISPATCH_URL),
+        ({config.ENV_SIGNING_MODE: "md5"}, config.ENV_SIGNING_MODE),
+        ({config.ENV_DISPATCH_MAP: "{not json"}, config.ENV_DISPATCH_MAP),
+        ({config.ENV_DISPATCH_MAP: "[1]"}, config.ENV_DISPATCH_MAP),
+        ({config.ENV_DISPATCH_MAP: '{"w": "ftp:x"}'}, config.ENV_DISPATCH_MAP),
+        ({config.ENV_DISPATCH_MAP: '{"w": "http:"}'}, config.ENV_DISPATCH_MAP),
+        ({config.ENV_DISPATCH_MAP: '{"w": 3}'}, config.ENV_DISPATCH_MAP),
+    ],
+)
+def test_unusable_values_are_refused_naming_the_variable(env: dict[str, str], names: str) -> None:
+    with pytest.raises(ValidationError, match=names):
+        Settings.from_env(env)
+
+
+def test_require_names_the_missing_variable() -> None:
+    settings = Settings.from_env({config.ENV_TABLE_NAME: "runs"})
+    assert settings.require("table_name") == "runs"
+    with pytest.raises(ValidationError, match=config.ENV_PAYLOAD_BUCKET):
+        settings.require("payload_bucket")
+
+
+def test_dispatch_target_prefers_tenant_script_then_workflow_then_default() -> None:
+    settings = Settings.from_env(
+        {
+            config.ENV_DISPATCHER: "lambda",
+            config.ENV_DISPATCH_FUNCTION: "default-host",
+            config.ENV_DISPATCH_MAP: '{"tenant-a": "http:https://a.example", "wf": "inline"}',
+        }
+    )
+    assert settings.dispatch_target_for("wf", "tenant-a") == DispatchTarget(
+        "http", "https://a.example"
+    )
+    assert settings.dispatch_target_for("wf", "unknown") == DispatchTarget("inline")
+    assert settings.dispatch_target_for("other") == DispatchTarget("lambda", "default-host")
+
+
+def test_nothing_is_read_at_import_and_current_settings_is_cached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config.current_settings.cache_clear()
+    monkeypatch.setenv(config.ENV_TABLE_NAME, "first")
+    first = config.current_settings()
+    monkeypatch.setenv(config.ENV_TABLE_NAME, "second")
+    assert config.current_settings() is first
+    config.current_settings.cache_clear()
+    assert config.current_settings().table_name == "second"
+    config.current_settings.cache_clear()
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings.from_env({})
+    with pytest.raises(AttributeError):
+        settings.table_name = "x"  # type: ignore[misc]

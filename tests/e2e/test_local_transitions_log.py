@@ -1,0 +1,62 @@
+"""The console's transition log: one line per visible change of a run, none for lease saves."""
+
+from __future__ import annotations
+
+from examples.order_saga import fulfil_order, print_label
+from relayflow.local.transitions_log import TransitionLoggingRunStore
+from relayflow.testing import WorkflowTestEnv
+
+SHIPMENT = {"orderId": "o-1", "carrier": "UPS", "trackingNumber": "1Z"}
+
+
+def logged_env() -> tuple[WorkflowTestEnv, list[str]]:
+    env = WorkflowTestEnv(workflows=[fulfil_order, print_label])
+    lines: list[str] = []
+    env.engine.runs = TransitionLoggingRunStore(env.engine.runs, lines.append, env.now)
+    return env, lines
+
+
+def fields(line: str) -> list[str]:
+    # time, run id, workflow, status, then the free text
+    return line.split("  ", 4)
+
+
+def test_each_visible_transition_is_one_line() -> None:
+    env, lines = logged_env()
+    run = env.trigger(fulfil_order, {"id": "o-1", "total": 5, "items": ["x"], "coolingOff": "3s"})
+    env.advance("3s")
+    env.send_event(run.id, "shipment.created", SHIPMENT)
+
+    own = [fields(line) for line in lines if fields(line)[1] == run.id]
+    assert [f[3] for f in own] == [
+        "running",
+        "waiting",
+        "running",
+        "waiting",
+        "running",
+        "waiting",
+        "running",
+        "completed",
+    ]
+    assert own[1][4] == "waits on sleep:0 until 22:13:23 (in 3.0s)"
+    assert own[2][4] == "after wait sleep:0 resolved"
+    assert own[3][4] == "waits on event:shipment.created:1 (timeout in 2d0h)"
+    assert own[5][4] == "waits on invoke:orders.label:2"
+    assert own[7][4].startswith('output {"charge":')
+    child = [fields(line) for line in lines if fields(line)[2] == "orders.label"]
+    assert [f[3] for f in child] == ["running", "completed"]
+
+
+def test_a_failed_run_shows_its_error() -> None:
+    env, lines = logged_env()
+    run = env.trigger(fulfil_order, {"id": "o-1", "total": 5, "items": []})
+    last = fields([line for line in lines if fields(line)[1] == run.id][-1])
+    assert last[3] == "failed"
+    assert last[4] == "error EMPTY_ORDER: order o-1 has no items"
+
+
+def test_reads_pass_through_to_the_store() -> None:
+    env, _ = logged_env()
+    run = env.trigger(fulfil_order, {"id": "o-1", "total": 5, "items": ["x"]})
+    assert env.engine.runs.get(run.id) is not None
+    assert env.list_runs().runs[0].id == run.id

@@ -1,0 +1,147 @@
+"""The HTTP API, the schedule group, the sweeper schedule, alarms and outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Template
+from infra_asserts import logical_id_of_function, only, resources
+
+from relayflow.api.auth import parse_token_secret
+
+pytestmark = pytest.mark.slow
+
+PROTECTED = {"GET /api/{proxy+}", "POST /api/{proxy+}"}
+PUBLIC = {"GET /api/healthz", "GET /api/openapi.json"}
+
+
+def _routes(template: Template) -> dict[str, str]:
+    return {
+        r["Properties"]["RouteKey"]: r["Properties"]["AuthorizationType"]
+        for r in resources(template, "AWS::ApiGatewayV2::Route").values()
+    }
+
+
+def test_api_is_http_with_lambda_proxy_payload_2(any_template: Template) -> None:
+    only(any_template, "AWS::ApiGatewayV2::Api", ProtocolType="HTTP")
+    (integration,) = resources(any_template, "AWS::ApiGatewayV2::Integration").values()
+    props = integration["Properties"]
+    assert props["IntegrationType"] == "AWS_PROXY"
+    assert props["PayloadFormatVersion"] == "2.0"
+    api = logical_id_of_function(any_template, "api")
+    assert props["IntegrationUri"] == {"Fn::GetAtt": [api, "Arn"]}
+
+
+@pytest.mark.parametrize(
+    ("template_name", "protected_auth"), [("sample", "NONE"), ("variant", "AWS_IAM")]
+)
+def test_routes_and_their_authorization(
+    request: pytest.FixtureRequest, template_name: str, protected_auth: str
+) -> None:
+    template: Template = request.getfixturevalue(f"{template_name}_template")
+    routes = _routes(template)
+    assert set(routes) == PROTECTED | PUBLIC
+    # Bearer mode checks tokens in the api function; IAM mode at the gateway.
+    assert {routes[r] for r in PROTECTED} == {protected_auth}
+    assert {routes[r] for r in PUBLIC} == {"NONE"}
+
+
+def test_default_stage_is_throttled_and_logs_access(any_template: Template) -> None:
+    (stage,) = resources(any_template, "AWS::ApiGatewayV2::Stage").values()
+    props = stage["Properties"]
+    assert props["StageName"] == "$default"
+    assert props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"] == {
+        "ThrottlingBurstLimit": 100,
+        "ThrottlingRateLimit": 50,
+    }
+    access = props["AccessLogSettings"]
+    assert access["DestinationArn"]["Fn::GetAtt"][1] == "Arn"
+    assert "$context.requestId" in json.loads(access["Format"]).values()
+
+
+def test_cors_is_answered_only_when_configured(
+    sample_template: Template, variant_template: Template
+) -> None:
+    (sample_api,) = resources(sample_template, "AWS::ApiGatewayV2::Api").values()
+    assert "CorsConfiguration" not in sample_api["Properties"]
+    (variant_api,) = resources(variant_template, "AWS::ApiGatewayV2::Api").values()
+    cors = variant_api["Properties"]["CorsConfiguration"]
+    assert cors["AllowOrigins"] == ["https://app.example.com"]
+    assert "authorization" in cors["AllowHeaders"]
+
+
+def test_sweeper_runs_on_a_recurring_schedule_with_a_dlq(any_template: Template) -> None:
+    (schedule,) = resources(any_template, "AWS::Scheduler::Schedule").values()
+    props = schedule["Properties"]
+    assert props["ScheduleExpression"] == "rate(5 minutes)"
+    assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    (dlq,) = resources(any_template, "AWS::SQS::Queue")
+    assert props["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [dlq, "Arn"]}}
+
+
+def test_alarm_group_name_is_valid_for_the_alarm_clock(any_template: Template) -> None:
+    (group,) = resources(any_template, "AWS::Scheduler::ScheduleGroup").values()
+    name = group["Properties"]["Name"]
+    assert 1 <= len(name) <= 64
+    assert all(c.isalnum() or c in "-_." for c in name)
+
+
+def test_dead_letter_queue_is_encrypted_and_tls_only(any_template: Template) -> None:
+    (queue,) = resources(any_template, "AWS::SQS::Queue").values()
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    (policy,) = resources(any_template, "AWS::SQS::QueuePolicy").values()
+    denials = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+    ]
+    assert denials[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_alarms_cover_errors_throttles_dlq_and_api(any_template: Template) -> None:
+    alarms = [a["Properties"] for a in resources(any_template, "AWS::CloudWatch::Alarm").values()]
+    metrics = sorted((a["Namespace"], a["MetricName"]) for a in alarms)
+    assert metrics.count(("AWS/Lambda", "Errors")) == 4
+    assert metrics.count(("AWS/Lambda", "Throttles")) == 4
+    assert ("AWS/SQS", "ApproximateNumberOfMessagesVisible") in metrics
+    assert ("AWS/ApiGateway", "5xx") in metrics
+    assert all(a["Threshold"] == 1 for a in alarms)
+
+
+def test_alarms_notify_the_mail_topic_only_when_one_is_given(
+    sample_template: Template, variant_template: Template
+) -> None:
+    assert resources(sample_template, "AWS::SNS::Topic") == {}
+    for alarm in resources(sample_template, "AWS::CloudWatch::Alarm").values():
+        assert "AlarmActions" not in alarm["Properties"]
+    (topic,) = resources(variant_template, "AWS::SNS::Topic")
+    only(variant_template, "AWS::SNS::Subscription", Protocol="email", Endpoint="ops@example.com")
+    for alarm in resources(variant_template, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
+
+
+def test_outputs_give_the_api_url_and_the_token_secret(
+    sample_template: Template, variant_template: Template
+) -> None:
+    outputs = sample_template.to_json()["Outputs"]
+    assert set(outputs) == {
+        "RelayflowApiUrl",
+        "RelayflowApiTokensSecretName",
+        "RelayflowRunsTableName",
+        "RelayflowDriveFunctionName",
+        "RelayflowDeadLetterQueueUrl",
+    }
+    url = outputs["RelayflowApiUrl"]["Value"]["Fn::Join"][1]
+    assert url[0] == "https://" and url[-1] == "/"
+    (secret,) = resources(sample_template, "AWS::SecretsManager::Secret")
+    assert secret in json.dumps(outputs["RelayflowApiTokensSecretName"]["Value"])
+    assert "RelayflowApiTokensSecretName" not in variant_template.to_json()["Outputs"]
+
+
+def test_token_secret_starts_with_no_token(sample_template: Template) -> None:
+    (secret,) = resources(sample_template, "AWS::SecretsManager::Secret").values()
+    value = secret["Properties"]["SecretString"]
+    assert json.loads(value) == {"tokens": []}
+    # The api function reads it as a valid token list that accepts nobody yet.
+    assert parse_token_secret(value) == ()

@@ -1,0 +1,114 @@
+"""Docker-free bundling: the Lambda asset holds relayflow and native wheels for Lambda."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Template
+from infra_asserts import ROOT, functions_by_handler
+
+from infra.app import build_app
+from infra.bundling import BundleError, LambdaBundle
+
+
+@pytest.fixture(scope="module")
+def asset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The arm64 asset of the sample app, bundled for real (pip, no Docker)."""
+    outdir = tmp_path_factory.mktemp("bundled-out")
+    _, stack = build_app({}, outdir=str(outdir), nag=False)
+    template = Template.from_stack(stack)
+    keys = {f["Code"]["S3Key"] for f in functions_by_handler(template).values()}
+    assert len(keys) == 1, "the four functions share one asset"
+    (key,) = keys
+    asset = outdir / f"asset.{key.removesuffix('.zip')}"
+    assert asset.is_dir()
+    return asset
+
+
+@pytest.mark.slow
+def test_asset_holds_the_package_handlers_and_examples(asset_dir: Path) -> None:
+    for path in (
+        "relayflow/__init__.py",
+        "relayflow/py.typed",
+        "functions/api/handler.py",
+        "functions/drive/handler.py",
+        "functions/sweeper/handler.py",
+        "functions/worker/handler.py",
+        "examples/__init__.py",
+        "aws_lambda_powertools/__init__.py",
+    ):
+        assert (asset_dir / path).is_file(), path
+    assert not (asset_dir / "bin").exists()
+    assert not list(asset_dir.rglob("__pycache__"))
+
+
+@pytest.mark.slow
+def test_asset_carries_pydantic_core_built_for_lambda_arm64(asset_dir: Path) -> None:
+    (native,) = (asset_dir / "pydantic_core").glob("_pydantic_core*.so")
+    assert native.name == "_pydantic_core.cpython-312-aarch64-linux-gnu.so"
+    (wheel,) = asset_dir.glob("pydantic_core-*.dist-info/WHEEL")
+    tags = [line.split(": ", 1)[1] for line in wheel.read_text().splitlines() if "Tag:" in line]
+    assert tags and all(t.startswith("cp312-cp312-manylinux") for t in tags)
+    assert all(t.endswith("aarch64") for t in tags)
+
+
+def _tiny_project(root: Path) -> Path:
+    (root / "shared" / "relayflow").mkdir(parents=True)
+    (root / "shared" / "relayflow" / "__init__.py").write_text("VERSION = 1\n")
+    (root / "functions" / "api").mkdir(parents=True)
+    (root / "functions" / "api" / "handler.py").write_text("handler = None\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'tiny'\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("change", "changes_fingerprint"),
+    [
+        ("shared/relayflow/__init__.py", True),
+        ("functions/api/handler.py", True),
+        ("pyproject.toml", True),
+        ("shared/relayflow/__pycache__/x.cpython-311.pyc", False),
+        ("README.md", False),
+    ],
+)
+def test_fingerprint_follows_the_sources_only(
+    tmp_path: Path, change: str, changes_fingerprint: bool
+) -> None:
+    bundle = LambdaBundle(project_root=_tiny_project(tmp_path), cache_dir=tmp_path / "cache")
+    before = bundle.fingerprint()
+    target = tmp_path / change
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text((target.read_text() if target.exists() else "") + "# changed\n")
+    assert (bundle.fingerprint() != before) is changes_fingerprint
+
+
+def test_fingerprint_depends_on_the_architecture(tmp_path: Path) -> None:
+    root = _tiny_project(tmp_path)
+    arm = LambdaBundle(project_root=root, architecture="arm64", cache_dir=tmp_path / "c")
+    x86 = LambdaBundle(project_root=root, architecture="x86_64", cache_dir=tmp_path / "c")
+    assert arm.fingerprint() != x86.fingerprint()
+
+
+def test_a_cached_bundle_is_reused_without_running_pip(tmp_path: Path) -> None:
+    bundle = LambdaBundle(project_root=_tiny_project(tmp_path), cache_dir=tmp_path / "cache")
+    key = f"arm64-py3.12-{bundle.fingerprint()[:20]}"
+    cached = tmp_path / "cache" / key
+    cached.mkdir(parents=True)
+    (cached / "marker").write_text("built earlier")
+    assert bundle.bundle_dir() == cached
+
+
+def test_a_project_without_the_package_fails_clearly(tmp_path: Path) -> None:
+    root = _tiny_project(tmp_path)
+    shutil.rmtree(root / "shared")
+    bundle = LambdaBundle(project_root=root, cache_dir=tmp_path / "cache")
+    with pytest.raises(BundleError, match="shared/relayflow"):
+        bundle.bundle_dir()
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_default_bundle_builds_from_this_repository() -> None:
+    assert LambdaBundle().project_root == ROOT
+    assert LambdaBundle().cache_dir == ROOT / "cdk.out" / ".relayflow-bundles"

@@ -34,7 +34,6 @@ from infra.storage import PAYLOAD_PREFIX, RelayflowStorage
 from infra.suppressions import acknowledge
 from relayflow import config
 from relayflow.adapters.aws import tables
-from relayflow.api import handler as api_handler
 from relayflow.api import settings as api_settings
 
 __all__ = ["RelayflowOrchestrator", "StepHostError"]
@@ -205,7 +204,7 @@ class RelayflowOrchestrator(Construct):
         if mapping:
             env[config.ENV_DISPATCH_MAP] = Stack.of(self).to_json_string(mapping)
         if modules:
-            env[api_handler.ENV_WORKFLOW_MODULES] = ",".join(modules)
+            env[config.ENV_WORKFLOW_MODULES] = ",".join(modules)
         return env
 
     def _dispatch_value(self, host: StepHost) -> str:
@@ -292,6 +291,10 @@ class RelayflowOrchestrator(Construct):
         worker = self.functions.worker
         storage = self.storage
         worker.add_environment(config.ENV_PAYLOAD_BUCKET, storage.payload_bucket.bucket_name)
+        hosted = [h.module for h in self.props.step_hosts if isinstance(h, WorkerStepHost)]
+        worker.add_environment(
+            config.ENV_WORKFLOW_MODULES, ",".join(dict.fromkeys(hosted)) or "examples"
+        )
         _role_of(worker).add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject"],

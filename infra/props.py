@@ -69,12 +69,15 @@ class InlineStepHost:
 class WorkerStepHost:
     """Workflows hosted by the deployment's own worker function, invoked through Lambda.
 
-    The worker hosts the workflows its handler (`functions/worker/handler.py`) imports.
+    The worker imports ``module`` (through ``RELAYFLOW_WORKFLOW_MODULES``) on its first
+    request, which registers the workflows it hosts; the module must be in the bundle.
 
     Attributes:
+        module: Importable module (or comma-separated modules) defining the workflows.
         workflows: Workflow ids routed here; empty makes this the default step host.
     """
 
+    module: str = "examples"
     workflows: tuple[str, ...] = ()
 
 

@@ -1,6 +1,5 @@
-"""The ``worker`` Lambda: the step host of the example workflows (importing them registers them)."""
+"""The ``worker`` Lambda: a step host for the workflows of ``RELAYFLOW_WORKFLOW_MODULES``."""
 
-import examples  # noqa: F401
 from relayflow.worker.hosts import lambda_handler
 
 handler = lambda_handler

@@ -7,6 +7,7 @@ caches it) when a value is first needed.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
@@ -38,6 +39,9 @@ ENV_DISPATCH_CONNECT_TIMEOUT = "RELAYFLOW_DISPATCH_CONNECT_TIMEOUT"
 ENV_DISPATCH_READ_TIMEOUT = "RELAYFLOW_DISPATCH_READ_TIMEOUT"
 ENV_DISPATCH_RETRIES = "RELAYFLOW_DISPATCH_RETRIES"
 ENV_REGION = "RELAYFLOW_REGION"
+#: Comma-separated modules imported before a function serves, so that the workflows they
+#: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
+ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
 
 #: Every variable :meth:`Settings.from_env` reads (besides ``AWS_REGION``/``AWS_DEFAULT_REGION``).
 ALL_ENV_NAMES: tuple[str, ...] = (
@@ -340,3 +344,11 @@ def _dispatch_map(raw: str | None) -> dict[str, DispatchTarget]:
         str(key): DispatchTarget.parse(value, where=f"{ENV_DISPATCH_MAP}[{key!r}]")
         for key, value in parsed.items()
     }
+
+
+def import_workflow_modules(env: Mapping[str, str] = os.environ) -> list[str]:
+    """Import the modules named by ``RELAYFLOW_WORKFLOW_MODULES``; returns their names."""
+    names = [n.strip() for n in (env.get(ENV_WORKFLOW_MODULES) or "").split(",") if n.strip()]
+    for name in names:
+        importlib.import_module(name)
+    return names

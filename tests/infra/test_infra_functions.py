@@ -12,7 +12,6 @@ from infra_asserts import ROOT, functions_by_handler, resources
 
 from infra.functions import FUNCTION_SPECS
 from relayflow import config
-from relayflow.api import handler as api_handler
 from relayflow.api import settings as api_settings
 
 pytestmark = pytest.mark.slow
@@ -21,7 +20,7 @@ ROOT_NAMES = {"api", "drive", "sweeper", "worker"}
 KNOWN_NAMES = (
     set(config.ALL_ENV_NAMES)
     | {getattr(api_settings, n) for n in dir(api_settings) if n.startswith("ENV_")}
-    | {api_handler.ENV_WORKFLOW_MODULES}
+    | {config.ENV_WORKFLOW_MODULES}
 )
 ENGINE_NAMES = {
     config.ENV_TABLE_NAME,
@@ -81,10 +80,13 @@ def test_functions_that_drive_runs_get_the_whole_engine_configuration(
     functions = functions_by_handler(any_template)
     for name in ("api", "drive", "sweeper"):
         assert set(_env(functions[name])) >= ENGINE_NAMES, name
-    # The worker only hosts workflow bodies: payload pointers are all it resolves.
-    assert {k for k in _env(functions["worker"]) if k.startswith("RELAYFLOW_")} == {
-        config.ENV_PAYLOAD_BUCKET
+    # The worker only hosts workflow bodies: it imports them and resolves payload pointers.
+    worker_env = _env(functions["worker"])
+    assert {k for k in worker_env if k.startswith("RELAYFLOW_")} == {
+        config.ENV_PAYLOAD_BUCKET,
+        config.ENV_WORKFLOW_MODULES,
     }
+    assert worker_env[config.ENV_WORKFLOW_MODULES] == "examples"
 
 
 def test_alarms_target_the_drive_function_by_its_fixed_name(any_template: Template) -> None:
@@ -98,7 +100,7 @@ def test_alarms_target_the_drive_function_by_its_fixed_name(any_template: Templa
 def test_sample_hosts_the_examples_inline(sample_template: Template) -> None:
     env = _env(functions_by_handler(sample_template)["drive"])
     assert env[config.ENV_DISPATCHER] == "inline"
-    assert env[api_handler.ENV_WORKFLOW_MODULES] == "examples"
+    assert env[config.ENV_WORKFLOW_MODULES] == "examples"
     assert config.ENV_DISPATCH_MAP not in env
 
 

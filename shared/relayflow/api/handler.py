@@ -7,7 +7,6 @@ over an injected factory, for tests and the local stack.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import threading
@@ -20,7 +19,7 @@ from relayflow.api import metrics as m
 from relayflow.api.app import RelayflowResolver, create_app
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.settings import ApiSettings
-from relayflow.config import Settings
+from relayflow.config import Settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
 
@@ -46,19 +45,6 @@ class Lazy(Generic[T]):
                 if self._value is None:
                     self._value = self._factory()
         return self._value
-
-
-#: Comma-separated modules imported before the driver is built, so that workflows run
-#: inline in the api and drive functions are registered (``examples`` in the sample stack).
-ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
-
-
-def import_workflow_modules(env: Mapping[str, str] = os.environ) -> list[str]:
-    """Import the modules named by ``RELAYFLOW_WORKFLOW_MODULES``; returns their names."""
-    names = [n.strip() for n in (env.get(ENV_WORKFLOW_MODULES) or "").split(",") if n.strip()]
-    for name in names:
-        importlib.import_module(name)
-    return names
 
 
 def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver:

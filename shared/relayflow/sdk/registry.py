@@ -154,6 +154,12 @@ def find_workflow(workflow_id: str) -> Workflow[Any] | None:
     return _REGISTRY.get(workflow_id)
 
 
+def registered_timeout_ms(workflow_id: str) -> int | None:
+    """The ``timeout`` of the workflow registered under ``workflow_id`` in ms, if any."""
+    found = _REGISTRY.get(workflow_id)
+    return found.config.timeout_ms if found is not None else None
+
+
 def registered_workflows() -> list[Workflow[Any]]:
     """Every registered workflow, in registration order."""
     return list(_REGISTRY.values())

@@ -164,8 +164,9 @@ def _lambda_answer(host: StepHost, event: Any) -> dict[str, Any]:
 
 @functools.cache
 def _settings_host() -> StepHost:
-    from relayflow.config import current_settings
+    from relayflow.config import current_settings, import_workflow_modules
 
+    import_workflow_modules()
     settings = current_settings()
     payload_store: PayloadStore | None = None
     if settings.payload_bucket:
@@ -185,8 +186,10 @@ def _settings_host() -> StepHost:
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     """The step host Lambda entry point, configured from the environment on first call.
 
-    ``RELAYFLOW_SIGNING_SECRET``/``RELAYFLOW_SIGNING_MODE`` enable signature checks and
-    ``RELAYFLOW_PAYLOAD_BUCKET`` enables payload pointers (see :func:`make_lambda_handler`).
+    The modules of ``RELAYFLOW_WORKFLOW_MODULES`` are imported first, so their workflows are
+    registered; ``RELAYFLOW_SIGNING_SECRET``/``RELAYFLOW_SIGNING_MODE`` enable signature
+    checks and ``RELAYFLOW_PAYLOAD_BUCKET`` enables payload pointers (see
+    :func:`make_lambda_handler`).
     """
     return _lambda_answer(_settings_host(), event)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
@@ -19,6 +19,7 @@ from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.ports import Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.sdk.registry import registered_timeout_ms
 
 if TYPE_CHECKING:
     from relayflow.protocol import TenantMeta
@@ -91,6 +92,7 @@ def build_aws_driver(
     on_due: DueCallback | None = None,
     core_settings: CoreSettings | None = None,
     tenant_meta: TenantMeta | None = None,
+    workflow_timeout: Callable[[str], int | None] | None = registered_timeout_ms,
 ) -> WorkflowDriver:
     """A :class:`~relayflow.drivers.WorkflowDriver` on DynamoDB, S3 and Scheduler.
 
@@ -104,6 +106,9 @@ def build_aws_driver(
             is invoked asynchronously with ``{"runId", "wakeAt"}``.
         core_settings: Limits and timings of the engine.
         tenant_meta: Owner given to runs this driver starts.
+        workflow_timeout: A workflow's ``timeout`` in ms by id; by default read from the
+            workflows registered in this process (import your workflow modules, e.g. through
+            ``RELAYFLOW_WORKFLOW_MODULES``, so the orchestrator knows them).
 
     Raises:
         ValidationError: A setting the driver needs is missing (the message names it).
@@ -131,5 +136,6 @@ def build_aws_driver(
         or build_dispatchers(settings, clients, services=services, clock=clock),
         clock=clock,
         settings=core_settings,
+        workflow_timeout=workflow_timeout,
     )
     return WorkflowDriver(engine=engine, manifests=manifests, tenant_meta=tenant_meta)

@@ -68,5 +68,22 @@ deploy: $(STAMP)
 destroy: $(STAMP)
 	$(CDK) destroy -c stage=$(STAGE)
 
+# ---- reliability (faults, races, hostile input) ---------------------------------------------
+# `make test` already runs tests/reliability with the default sweep (every third crash point,
+# 25 generated requests per operation and mode, ~70 s on one core). `make test-reliability`
+# runs the long sweep on demand: a crash at every AWS call in both phases, 200 generated
+# requests per operation and mode (random, not derandomized), more cancel races.
+# Both print the totals (faults injected, races run, bad inputs tried, runs lost) at the end.
+RELIABILITY_SWEEP ?= full
+
+.PHONY: test-reliability test-reliability-quick
+
+test-reliability: $(STAMP)
+	RELAYFLOW_FAULT_SWEEP=$(RELIABILITY_SWEEP) $(BIN)/pytest -n auto -p no:cacheprovider tests/reliability
+
+# The default sweep alone (what `make test` runs of it).
+test-reliability-quick: $(STAMP)
+	$(BIN)/pytest -n auto tests/reliability
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache cdk.out

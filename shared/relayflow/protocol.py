@@ -23,6 +23,29 @@ ErrorCategory = Literal["USER_ERROR", "RUNTIME_ERROR"]
 WaitpointKind = Literal["DATETIME", "EVENT", "SIGNAL", "MANUAL", "RUN"]
 
 
+#: The deepest nesting of a JSON value relayflow stores (inputs, outputs, payloads). Deeper
+#: values are refused up front: stored records wrap them in a few more levels, and
+#: serialisers give up past about 255.
+MAX_JSON_DEPTH = 128
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and dicts (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 class WireModel(BaseModel):
     """Base of every wire model: camelCase aliases, population by name, unknown fields kept."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -41,6 +43,7 @@ from relayflow.api.routes import health as health_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
 from relayflow.errors import RelayflowError
+from relayflow.protocol import MAX_JSON_DEPTH, json_depth
 
 SECURITY_SCHEME = "bearerAuth"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -53,7 +56,13 @@ def _strict_json(text: str) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
-    return json.loads(text, parse_constant=refuse)
+    def finite(literal: str) -> float:
+        number = float(literal)
+        if math.isinf(number):
+            raise ValueError(f"{literal} is out of the range of a double")
+        return number
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 class RelayflowResolver(APIGatewayHttpResolver):
@@ -190,9 +199,13 @@ class RelayflowResolver(APIGatewayHttpResolver):
                 415, "unsupported_media_type", "request body must be sent as application/json"
             )
         try:
-            self.current_event.json_body  # noqa: B018 - parses and caches for validation
-        except (ValueError, RecursionError, UnicodeDecodeError):
-            raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+            body = self.current_event.json_body
+        except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
+        if json_depth(body) > MAX_JSON_DEPTH:
+            raise ApiError(
+                400, "invalid_body", f"request body nests deeper than {MAX_JSON_DEPTH} levels"
+            )
 
     def _answer_error(self, method: str, path: str, exc: ApiError) -> ResponseBuilder[Any]:
         def refuse() -> Response[Any]:
@@ -257,6 +270,9 @@ def create_app(
         The resolver; call ``resolve(event, context)`` with API Gateway v2 events.
     """
     logger = logger or Logger(service="relayflow-api")
+    # Powertools' router logs route arguments (request bodies) at DEBUG: payloads and tokens
+    # must never reach the logs, whatever level the function runs at.
+    logging.getLogger("aws_lambda_powertools.event_handler").setLevel(logging.INFO)
     metrics = metrics or EmfMetrics()
     app = RelayflowResolver(
         auth=auth, metrics=metrics, logger=logger, cors=cors, max_body_bytes=max_body_bytes

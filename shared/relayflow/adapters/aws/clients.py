@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
     from relayflow.config import Settings
 
-_STANDARD_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4})
+_STANDARD_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 5})
 # A RequestResponse invoke waits for the step host, which may run up to Lambda's 15 minutes.
 _LAMBDA_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 1}, read_timeout=905, connect_timeout=5
+    retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=905, connect_timeout=5
 )
 
 

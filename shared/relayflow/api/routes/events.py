@@ -43,7 +43,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         security=[{"bearerAuth": [EVENTS_WRITE]}],
         responses=declare(200, IngestResultView, "the routing outcome", *BODY_ERRORS, 502, 503),
     )
-    def ingest(body: Annotated[IngestBody, Body()] = None) -> Response[IngestResultView]:
+    def ingest(body: Annotated[IngestBody, Body()]) -> Response[IngestResultView]:
         ctx.metrics.count(m.EVENTS_RECEIVED)
         try:
             result = ingest_view(backend.ingest(_raw_body(router)))

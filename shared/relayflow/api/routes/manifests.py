@@ -46,7 +46,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         security=[{"bearerAuth": [MANIFESTS_WRITE]}],
         responses=declare(200, ManifestRegisteredView, "the manifest is current", *BODY_ERRORS),
     )
-    def register(body: Annotated[ManifestBody, Body()] = None) -> ManifestRegisteredView:
+    def register(body: Annotated[ManifestBody, Body()]) -> ManifestRegisteredView:
         return ManifestRegisteredView(version_id=backend.register_manifest(_raw_body(router)))
 
     @router.get(
@@ -58,7 +58,11 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         responses=declare(200, ManifestView, "the current manifest", *READ_ERRORS, 404),
     )
     def get_manifest(
-        environment: Annotated[str, Path(description="production, preview or development")],
+        environment: Annotated[
+            str,
+            WithJsonSchema({"type": "string", "enum": list(ENVIRONMENTS)}),
+            Path(description="production, preview or development"),
+        ],
     ) -> ManifestView:
         if environment not in ENVIRONMENTS:
             raise ApiError(

@@ -1,0 +1,47 @@
+"""Fixtures of the reliability tests (fake AWS credentials, a moto deployment) and the totals
+printed at the end of a session that ran them (gathered from xdist workers too)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from reliability_cluster import Cluster
+from reliability_summary import (
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_testnodedown,
+)
+
+from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+
+__all__ = ["pytest_sessionfinish", "pytest_terminal_summary", "pytest_testnodedown"]
+
+
+@pytest.fixture(autouse=True)
+def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_fake_credentials(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def cluster_backend() -> Iterator[None]:
+    """One moto backend per module (creating tables per test would dominate the time)."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_fake_credentials(patch)
+        use_fast_transactions(patch)
+        with moto_backend():
+            yield
+
+
+@pytest.fixture(scope="module")
+def module_cluster(cluster_backend: None) -> Cluster:
+    """A warm deployment on moto shared by a module's tests (reset between scenarios)."""
+    return Cluster()
+
+
+@pytest.fixture
+def cluster(module_cluster: Cluster) -> Iterator[Cluster]:
+    """The module's deployment, emptied before each test."""
+    module_cluster.reset()
+    yield module_cluster
+    module_cluster.reset()

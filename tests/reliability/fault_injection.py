@@ -1,0 +1,179 @@
+"""Fault injection for boto3 clients and dispatchers: kill the process at the N-th call, or
+answer a call with a throttling/5xx error before it reaches the service."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from botocore.awsrequest import AWSResponse
+
+Phase = Literal["before", "after"]
+
+
+class ProcessKilled(BaseException):
+    """The process running a request died at this point (simulated).
+
+    A ``BaseException`` so that no ``except Exception`` in product code can swallow it: the
+    whole call stack unwinds and nothing after this point runs, as after a real crash.
+    """
+
+
+@dataclass
+class CrashPlan:
+    """Counts the calls a process makes (AWS operations and step-host dispatches) and kills
+    it at call number ``kill_at``, either ``before`` the call reaches the service or ``after``
+    the service applied it (the answer is lost with the process).
+
+    The plan is shared by every process of a scenario: once it fired it stays spent, so
+    recovery runs without faults.
+    """
+
+    kill_at: int | None = None
+    phase: Phase = "before"
+    calls: list[str] = field(default_factory=list)
+    fired_at: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def point(self, name: str, phase: Phase) -> None:
+        """Pass the fault point ``name``; raise :class:`ProcessKilled` if it is the chosen one."""
+        with self._lock:
+            if phase == "before":
+                self.calls.append(name)
+            due = (
+                self.fired_at is None
+                and self.kill_at is not None
+                and len(self.calls) == self.kill_at
+                and phase == self.phase
+            )
+            if due:
+                self.fired_at = f"{phase} #{self.kill_at} {name}"
+        if due:
+            raise ProcessKilled(f"process killed {phase} call #{self.kill_at} ({name})")
+
+    @property
+    def fired(self) -> bool:
+        """True once the plan killed a process."""
+        return self.fired_at is not None
+
+
+def _operation(event_name: str) -> str:
+    # "before-call.dynamodb.TransactWriteItems" -> "dynamodb:TransactWriteItems"
+    parts = event_name.split(".")
+    return f"{parts[1]}:{parts[2]}" if len(parts) >= 3 else event_name
+
+
+class ClientTap:
+    """Routes every call of the boto3 clients it is installed on to the current plan.
+
+    One tap per shared set of clients; ``plan`` is swapped per scenario (None: no faults).
+    """
+
+    def __init__(self) -> None:
+        self.plan: CrashPlan | None = None
+
+    def install(self, client: Any) -> None:
+        """Hook ``client``'s before-call and after-call events."""
+        client.meta.events.register("before-call.*.*", self._before)
+        client.meta.events.register("after-call.*.*", self._after)
+
+    def _before(self, event_name: str, **_: Any) -> None:
+        if self.plan is not None:
+            self.plan.point(_operation(event_name), "before")
+
+    def _after(self, event_name: str, **_: Any) -> None:
+        if self.plan is not None:
+            self.plan.point(_operation(event_name), "after")
+
+
+@dataclass
+class ErrorBurst:
+    """Answers the next ``count`` matching calls with ``code``/``status`` (then lets calls
+    through), as a throttled or failing AWS endpoint would. botocore's retry handler sees
+    these answers exactly as it would see real ones."""
+
+    operation: str
+    code: str
+    status: int
+    count: int
+    injected: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, operation: str) -> bool:
+        """True (and one fewer left) when ``operation`` should get the error now."""
+        with self._lock:
+            if operation != self.operation or self.injected >= self.count:
+                return False
+            self.injected += 1
+            return True
+
+
+class ErrorInjector:
+    """Installed first on a client's ``before-send`` (ahead of moto), so injected errors go
+    through botocore's own retry logic; every other request reaches moto untouched."""
+
+    def __init__(self) -> None:
+        self.bursts: list[ErrorBurst] = []
+
+    def install(self, client: Any) -> None:
+        """Hook ``client`` so that bursts apply to it."""
+        client.meta.events.register_first("before-send.*.*", self._maybe_fail)
+
+    def burst(self, operation: str, code: str, status: int, count: int) -> ErrorBurst:
+        """Fail the next ``count`` calls of ``operation`` (``service:Operation``)."""
+        added = ErrorBurst(operation, code, status, count)
+        self.bursts.append(added)
+        return added
+
+    def _maybe_fail(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        operation = _operation(event_name)
+        for burst in self.bursts:
+            if burst.take(operation):
+                service = operation.split(":")[0]
+                return _error_response(request.url, burst.code, burst.status, service)
+        return None
+
+
+class RawBody:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self._data
+
+    def read(self, *_: Any) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+
+def _error_response(url: str, code: str, status: int, service: str) -> AWSResponse:
+    if service in ("s3",):
+        body = (
+            f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+            f"<Message>injected {code}</Message></Error>"
+        ).encode()
+        headers = {"Content-Type": "application/xml"}
+    else:
+        body = (f'{{"__type": "{code}", "message": "injected {code}"}}').encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
+    return aws_response(url, status, headers, body)
+
+
+class RecordingSleep:
+    """Stands in for ``time.sleep`` in botocore's retry loop: records each backoff delay."""
+
+    def __init__(self, advance: Callable[[float], None] | None = None) -> None:
+        self.delays: list[float] = []
+        self._advance = advance
+
+    def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        if self._advance is not None:
+            self._advance(seconds)
+
+
+def aws_response(url: str, status: int, headers: dict[str, str], body: bytes) -> AWSResponse:
+    """A raw HTTP answer botocore parses as if the service sent it."""
+    return AWSResponse(url, status, headers, RawBody(body))  # type: ignore[arg-type]

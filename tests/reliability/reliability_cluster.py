@@ -1,0 +1,311 @@
+"""A deployment on moto for fault tests: every request runs in a fresh "process" (the AWS
+driver built by ``build_aws_driver``), alarms live in Scheduler (moto) and are fired by a pump
+on a virtual clock, and asynchronous drive invocations are re-delivered when a process dies.
+
+Call everything here inside an active ``mock_aws``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fault_injection import ClientTap, CrashPlan, ErrorInjector, ProcessKilled
+from reliability_tally import add
+
+from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.aws.errors import AwsServiceError
+from relayflow.adapters.memory import VirtualClock
+from relayflow.config import Settings
+from relayflow.core.settings import CoreSettings
+from relayflow.core.views import RunDetail
+from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.drivers import WorkflowDriver
+from relayflow.local.scheduler import due_time_ms
+from relayflow.ports import Dispatcher, DispatcherResolver
+from relayflow.worker import ExecutorOptions
+
+T = TypeVar("T")
+
+SETTINGS = Settings(
+    table_name="reliability-runs",
+    manifests_table="reliability-manifests",
+    manifests_bucket="reliability-manifests",
+    payload_bucket="reliability-payloads",
+    schedule_group="reliability",
+    scheduler_role_arn="arn:aws:iam::123456789012:role/reliability-scheduler",
+    drive_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:reliability-drive",
+    region="eu-west-1",
+)
+GROUP = SETTINGS.require("schedule_group")
+START_MS = 1_700_000_000_000
+SERVICES = ("dynamodb", "s3", "scheduler", "lambda")
+TERMINAL = frozenset({"completed", "failed", "cancelled", "compensated", "compensation_failed"})
+
+
+class TappedDispatcher:
+    """A dispatcher whose calls are fault points: before the host runs, and after it ran
+    (its effects happened) but before its answer reaches the engine."""
+
+    def __init__(self, inner: Dispatcher, tap: ClientTap) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Dispatch through the inner dispatcher, passing the fault points."""
+        plan = self._tap.plan
+        if plan is not None:
+            plan.point("host:Dispatch", "before")
+        answer = self._inner.dispatch(request)
+        if plan is not None:
+            plan.point("host:Dispatch", "after")
+        return answer
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run ended as, compared between a faulty and a fault-free execution."""
+
+    status: str
+    output: Any
+    error_code: str | None
+    compensations: tuple[tuple[str, str], ...]
+    children: tuple[tuple[str, Any], ...]
+
+
+class Cluster:
+    """The shared state of a deployment (moto resources, virtual clock, pending deliveries)
+    and the way requests reach it (each in a new process)."""
+
+    def __init__(
+        self,
+        *,
+        core_settings: CoreSettings | None = None,
+        services: Mapping[str, object] | None = None,
+    ) -> None:
+        self.clock = VirtualClock(START_MS)
+        self.tap = ClientTap()
+        self.injector = ErrorInjector()
+        self.clients = AwsClients(region=SETTINGS.region)
+        for service in SERVICES:
+            client = self.clients.client(service)
+            self.tap.install(client)
+            self.injector.install(client)
+        tables.create_resources(self.clients, SETTINGS)
+        # The pump stands for EventBridge Scheduler itself: its calls are not the product's.
+        self._backstage = AwsClients(region=SETTINGS.region)
+        self._scheduler = self._backstage.scheduler()
+        self.core_settings = core_settings or CoreSettings()
+        self.services = dict(services or {})
+        # Reads by the test itself go through untapped clients: they are no fault points.
+        self._observer = build_aws_driver(
+            SETTINGS, clients=self._backstage, clock=self.clock, on_due=lambda *_: None
+        )
+        self.deliveries: deque[dict[str, Any]] = deque()
+        self.crashes = 0
+        self.failed_invocations = 0
+        self.processes = 0
+
+    # ----- processes ----------------------------------------------------------------------
+
+    def process(self) -> WorkflowDriver:
+        """A new process: the AWS driver with no cached state, on the shared clients."""
+        self.processes += 1
+        options = ExecutorOptions(sleep=self._sleep)
+        inline = InlineDispatcher(
+            services=self.services, clock=self.clock, handler_options={"options": options}
+        )
+        driver: WorkflowDriver = build_aws_driver(
+            SETTINGS,
+            clients=self.clients,
+            clock=self.clock,
+            dispatchers=DispatcherResolver(default=TappedDispatcher(inline, self.tap)),
+            on_due=self._hand_off,
+            core_settings=self.core_settings,
+        )
+        return driver
+
+    def _sleep(self, seconds: float) -> None:
+        # In-process retry waits of the step host move the virtual clock.
+        self.clock.advance(round(seconds * 1000))
+
+    def _hand_off(self, run_id: str, wake_at: int) -> None:
+        # The drive function invoked asynchronously (InvocationType=Event), as in production.
+        plan = self.tap.plan
+        if plan is not None:
+            plan.point("lambda:Invoke(Event)", "before")
+        self.deliveries.append({"runId": run_id, "wakeAt": wake_at})
+        if plan is not None:
+            plan.point("lambda:Invoke(Event)", "after")
+
+    def attempt(self, action: Callable[[WorkflowDriver], T]) -> tuple[bool, T | None]:
+        """Run ``action`` in a new process; (False, None) when the process was killed."""
+        driver = self.process()
+        try:
+            return True, action(driver)
+        except ProcessKilled:
+            self.crashes += 1
+            return False, None
+        except AwsServiceError as exc:
+            # The invocation failed on a backing service that stayed busy past botocore's
+            # retries: the API answers 503 (the client retries), Lambda re-delivers events.
+            if not exc.transient:
+                raise
+            self.failed_invocations += 1
+            return False, None
+
+    def client_call(
+        self,
+        action: Callable[[WorkflowDriver], T],
+        *,
+        done_on: tuple[type[Exception], ...] = (),
+        retries: int = 5,
+    ) -> T | None:
+        """A client request retried (with the same idempotency key or event id) until a
+        process answers; ``done_on`` errors mean an earlier, killed attempt already did it."""
+        for _ in range(retries):
+            try:
+                ok, value = self.attempt(action)
+            except done_on:
+                return None
+            if ok:
+                return value
+        raise AssertionError(f"the request never got an answer in {retries} attempts")
+
+    # ----- alarms and asynchronous deliveries ---------------------------------------------
+
+    def armed(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """Every armed alarm as (due ms, schedule name, payload), earliest first."""
+        found: list[tuple[int, str, dict[str, Any]]] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"GroupName": GROUP, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._scheduler.list_schedules(**params)
+            for item in page.get("Schedules", []):
+                schedule = self._scheduler.get_schedule(Name=item["Name"], GroupName=GROUP)
+                payload = json.loads(schedule["Target"]["Input"])
+                due = due_time_ms(schedule["ScheduleExpression"], payload)
+                assert due is not None, schedule
+                found.append((due, item["Name"], payload))
+            token = page.get("NextToken")
+            if not token:
+                break
+        return sorted(found, key=lambda entry: (entry[0], entry[1]))
+
+    def deliver(self, payload: dict[str, Any]) -> None:
+        """Invoke the drive function with ``payload``; a killed process gets it again later
+        (asynchronous invocations are retried)."""
+        ok, _ = self.attempt(lambda driver: driver.engine.drive_from_event(payload))
+        if not ok:
+            self.deliveries.append(payload)
+
+    def settle(self, horizon_ms: int = 0, *, limit: int = 500) -> None:
+        """Deliver pending invocations and fire alarms, jumping the clock from alarm to alarm
+        up to ``horizon_ms`` from now."""
+        deadline = self.clock.now_ms() + horizon_ms
+        for _ in range(limit):
+            if self.deliveries:
+                self.deliver(self.deliveries.popleft())
+                continue
+            armed = self.armed()
+            now = self.clock.now_ms()
+            due = [entry for entry in armed if entry[0] <= now]
+            if due:
+                for _, name, payload in due:
+                    # Scheduler deletes a one-time schedule once it fired it.
+                    self._scheduler.delete_schedule(Name=name, GroupName=GROUP)
+                    self.deliveries.append(payload)
+                continue
+            upcoming = [entry[0] for entry in armed if entry[0] <= deadline]
+            if not upcoming:
+                return
+            self.clock.set(upcoming[0])
+        raise AssertionError(f"the deployment did not settle in {limit} rounds")
+
+    def sweep_after_lease(self) -> None:
+        """Let every lease of a dead process expire, then run the sweeper."""
+        self.clock.advance(self.core_settings.lease_ms + 1)
+        for _ in range(10):
+            ok, _ = self.attempt(lambda driver: driver.engine.sweep())
+            if ok:
+                break
+        self.settle()
+
+    def run(self, run_id: str) -> RunDetail:
+        """The run as stored (read by a fault-free process)."""
+        detail = self.find(run_id)
+        assert detail is not None, f"run {run_id} is gone"
+        return detail
+
+    def find(self, run_id: str) -> RunDetail | None:
+        """The run as stored, or None."""
+        found: RunDetail | None = self._observer.admin.get_run(run_id)
+        return found
+
+    def finish(self, run_id: str, *, rounds: int = 8) -> RunDetail:
+        """Recover by the normal means (sweeper after lease expiry, alarms, re-deliveries)
+        until the run and its children ended."""
+        for _ in range(rounds):
+            self.settle(60_000)
+            detail = self.run(run_id)
+            children = [self.find(child) for child in detail.children]
+            ended = all(c is not None and c.status in TERMINAL for c in children)
+            if detail.status in TERMINAL and ended:
+                return detail
+            self.sweep_after_lease()
+        return self.run(run_id)
+
+    def lost_child_link(self, run_id: str) -> str | None:
+        """Why ``run_id`` waits forever on a child run (missing, or ended without resuming
+        it), or None when it does not."""
+        detail = self.run(run_id)
+        if detail.status != "waiting":
+            return None
+        for child_id in detail.children:
+            child = self.find(child_id)
+            if child is None:
+                return f"child {child_id} was never started"
+            if child.status in TERMINAL:
+                return f"child {child_id} ended {child.status} but the parent never resumed"
+        return None
+
+    def outcome(self, run_id: str) -> Outcome:
+        """The comparable end state of a run and its children."""
+        detail = self.run(run_id)
+        add("runs_checked")
+        children = tuple(
+            ("missing", None) if c is None else (c.status, c.output)
+            for c in map(self.find, detail.children)
+        )
+        return Outcome(
+            status=detail.status,
+            output=detail.output,
+            error_code=detail.error.code if detail.error is not None else None,
+            compensations=tuple((r.step_id, r.status) for r in detail.compensations),
+            children=children,
+        )
+
+    def reset(self) -> None:
+        """Empty the runs table and the schedule group (a fresh deployment, kept warm)."""
+        db = self._backstage.dynamodb()
+        table = SETTINGS.require("table_name")
+        for page in db.get_paginator("scan").paginate(TableName=table):
+            for item in page.get("Items", []):
+                key = {name: item[name] for name in (tables.PK, tables.SK)}
+                db.delete_item(TableName=table, Key=key)
+        for _, name, _ in self.armed():
+            self._scheduler.delete_schedule(Name=name, GroupName=GROUP)
+        self.deliveries.clear()
+        self.injector.bursts.clear()
+        self.tap.plan = None
+
+    def use_plan(self, plan: CrashPlan | None) -> None:
+        """Apply ``plan`` to every later call (None: no faults)."""
+        self.tap.plan = plan

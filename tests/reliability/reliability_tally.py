@@ -1,0 +1,63 @@
+"""Totals of the reliability tests (faults injected, races run, bad inputs tried, runs lost),
+printed once at the end of a session that ran them."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+
+#: ``RELAYFLOW_FAULT_SWEEP=full`` runs every crash point and more generated inputs.
+FULL_SWEEP = os.environ.get("RELAYFLOW_FAULT_SWEEP", "").strip().lower() == "full"
+
+#: The figures printed in the summary, in this order, with their labels.
+LABELS: dict[str, str] = {
+    "crash_points": "crash points swept (process killed at an AWS call)",
+    "crash_recoveries": "runs recovered after a crash",
+    "transient_faults": "transient AWS/host errors injected",
+    "races": "concurrent races run",
+    "race_operations": "concurrent operations in those races",
+    "alarms_misdelivered": "duplicate, early and late alarms delivered",
+    "generated_requests": "generated API requests (schemathesis)",
+    "bad_inputs": "hand-written hostile inputs tried",
+    "auth_refusals": "unauthenticated or forged requests refused",
+    "garbage_step_answers": "invalid step-host answers handled",
+    "runs_checked": "runs checked for their final state",
+    "server_errors": "5xx answers to client input (must be 0)",
+    "schema_violations": "answers breaking the OpenAPI document (must be 0)",
+    "runs_lost": "runs lost or ending differently (must be 0)",
+    "double_executions": "step attempts run beyond the allowed window (must be 0)",
+}
+
+_lock = threading.Lock()
+_counts: Counter[str] = Counter()
+
+
+def add(name: str, amount: int = 1) -> None:
+    """Add ``amount`` to the figure ``name`` (one of :data:`LABELS`)."""
+    if name not in LABELS:
+        raise KeyError(f"unknown reliability figure {name!r}")
+    with _lock:
+        _counts[name] += amount
+
+
+def snapshot() -> dict[str, int]:
+    """Every figure, zero included."""
+    with _lock:
+        return {name: _counts.get(name, 0) for name in LABELS}
+
+
+def used() -> bool:
+    """True when any reliability test recorded something in this process."""
+    with _lock:
+        return any(_counts.values())
+
+
+def summary_lines() -> list[str]:
+    """The summary printed at the end of the session."""
+    figures = snapshot()
+    width = max(len(label) for label in LABELS.values())
+    mode = "full sweep" if FULL_SWEEP else "default sweep (RELAYFLOW_FAULT_SWEEP=full for all)"
+    lines = [f"relayflow reliability totals - {mode}"]
+    lines.extend(f"  {LABELS[name]:<{width}}  {value:>7}" for name, value in figures.items())
+    return lines

@@ -1,0 +1,192 @@
+"""Workflows of the reliability tests, whose steps record every execution in a side channel
+(the ledger) so that re-executions after crashes and races can be counted."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
+
+
+class EffectLedger:
+    """Counts executions per (run:step, attempt): the effects a real step would have."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, int]] = Counter()
+        self._running: set[str] = set()
+        self.overlaps: list[str] = []
+
+    def reset(self) -> None:
+        """Forget everything (start of a scenario)."""
+        with self._lock:
+            self._counts.clear()
+            self._running.clear()
+            self.overlaps.clear()
+
+    def record(self, name: str) -> None:
+        """Count one execution of the current step attempt (``name`` outside steps)."""
+        step = current_step()
+        key = (step.idempotency_key, step.attempt) if step is not None else (name, 0)
+        with self._lock:
+            self._counts[key] += 1
+
+    def enter(self, key: str) -> None:
+        """Mark ``key`` as executing; a second concurrent execution is recorded as overlap."""
+        with self._lock:
+            if key in self._running:
+                self.overlaps.append(key)
+            self._running.add(key)
+
+    def leave(self, key: str) -> None:
+        """Mark ``key`` as no longer executing."""
+        with self._lock:
+            self._running.discard(key)
+
+    def counts(self) -> dict[tuple[str, int], int]:
+        """Executions per (step idempotency key, attempt)."""
+        with self._lock:
+            return dict(self._counts)
+
+    def by_step(self) -> dict[str, int]:
+        """Executions per step (all attempts together)."""
+        out: Counter[str] = Counter()
+        for (key, _), count in self.counts().items():
+            out[key] += count
+        return dict(out)
+
+
+LEDGER = EffectLedger()
+
+#: The at-most-once charge may need a second attempt after an interrupted one.
+CHARGE_RETRY = RetryPolicy(max=3, backoff="fixed", initial="2s")
+
+
+def reserve(order: dict[str, Any]) -> dict[str, Any]:
+    """Reserve the items (at least once)."""
+    LEDGER.record("reserve")
+    return {"reservation": f"res-{order['id']}"}
+
+
+def release(reservation: dict[str, Any]) -> dict[str, Any]:
+    """Compensation of :func:`reserve`."""
+    LEDGER.record("release")
+    return {"released": reservation["reservation"]}
+
+
+def charge(order: dict[str, Any]) -> dict[str, Any]:
+    """Charge the card (at most once per attempt)."""
+    LEDGER.record("charge")
+    return {"charge": f"ch-{order['id']}", "amount": order["total"]}
+
+
+def refund(charged: dict[str, Any]) -> dict[str, Any]:
+    """Compensation of :func:`charge`."""
+    LEDGER.record("refund")
+    return {"refunded": charged["charge"]}
+
+
+def render(request: dict[str, Any]) -> dict[str, Any]:
+    """The child's only step."""
+    LEDGER.record("render")
+    return {"label": f"lbl-{request['orderId']}", "carrier": request["carrier"]}
+
+
+def audit(order: dict[str, Any]) -> str:
+    """The last step: refuses orders marked ``fail`` (the saga then compensates)."""
+    LEDGER.record("audit")
+    if order.get("fail"):
+        raise FatalError(f"order {order['id']} failed its audit", code="AUDIT_FAILED")
+    return "passed"
+
+
+@workflow(id="reliability.label")
+async def label_workflow(request: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """Child run: one step."""
+    result: dict[str, Any] = await ctx.step("render", render, request)
+    return result
+
+
+@workflow(id="reliability.saga")
+async def saga_workflow(order: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """Steps (one at-most-once), a sleep, an event wait, a child run and compensations."""
+    reservation = await ctx.step("reserve", reserve, order, compensate=release)
+    charged = await ctx.step(
+        "charge",
+        charge,
+        order,
+        semantics="at_most_once",
+        retry=CHARGE_RETRY,
+        compensate=refund,
+    )
+    await ctx.sleep("30s")
+    shipment = await ctx.wait_for_event(
+        "shipped", match={"orderId": order["id"]}, timeout="30d", on_timeout="raise"
+    )
+    label = await ctx.invoke(
+        label_workflow, {"orderId": order["id"], "carrier": shipment["carrier"]}
+    )
+    verdict = await ctx.step("audit", audit, order)
+    return {
+        "reservation": reservation["reservation"],
+        "charge": charged,
+        "shipment": shipment,
+        "label": label,
+        "audit": verdict,
+    }
+
+
+def guarded(key: str, value: Any) -> Any:
+    """A step that records overlapping executions of ``key`` (races)."""
+    LEDGER.enter(key)
+    try:
+        LEDGER.record(key)
+        return value
+    finally:
+        LEDGER.leave(key)
+
+
+@workflow(id="reliability.collector")
+async def collector_workflow(data: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """Consumes ``data["count"]`` events one wait at a time, a step after each."""
+    seen: list[Any] = []
+    for index in range(int(data["count"])):
+        event = await ctx.wait_for_event("item", timeout="30d", on_timeout="raise")
+        seen.append(await ctx.step(f"take-{index}", guarded, f"take-{index}", event["n"]))
+    return {"items": sorted(seen)}
+
+
+@workflow(id="reliability.once")
+async def once_workflow(data: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """One step; used to check that concurrent triggers start a single run."""
+    value = await ctx.step("body", guarded, "body", data.get("value"))
+    return {"value": value}
+
+
+@workflow(id="reliability.finisher")
+async def finisher_workflow(data: dict[str, Any], ctx: WorkflowContext) -> str:
+    """Waits for a signal, then one final step (a cancel races it)."""
+    await ctx.wait_for_signal("go", timeout="30d")
+    result: str = await ctx.step("final", guarded, "final", "done")
+    return result
+
+
+@workflow(id="reliability.sleeper")
+async def sleeper_workflow(data: dict[str, Any], ctx: WorkflowContext) -> str:
+    """A step, a sleep, a step (alarms arrive duplicated, early and late)."""
+    await ctx.step("before", guarded, "before", 1)
+    await ctx.sleep("1m")
+    result: str = await ctx.step("after", guarded, "after", "woke")
+    return result
+
+
+ALL_WORKFLOWS = [
+    label_workflow,
+    saga_workflow,
+    collector_workflow,
+    once_workflow,
+    finisher_workflow,
+    sleeper_workflow,
+]

@@ -1,0 +1,168 @@
+"""Kill the process at every AWS call (and every step-host dispatch) along a saga on the AWS
+driver; recovery by the normal means must end the run exactly as a fault-free run does, and
+no step may run more often than at-least-once (or at-most-once) allows.
+
+By default every third call is swept (before the call in one test, after it in the other);
+``RELAYFLOW_FAULT_SWEEP=full`` sweeps every call in both phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from fault_injection import CrashPlan, Phase
+from reliability_cluster import Cluster, Outcome
+from reliability_saga import run_saga, saga_run_id
+from reliability_tally import FULL_SWEEP, add
+from reliability_workflows import LEDGER
+
+KEY = "o-1"
+RUN_ID = saga_run_id(KEY)
+#: A crash between a run's save and the start of its child run, or between a child's end
+#: and the resumption of its parent, leaves the parent waiting forever (see the two xfail
+#: tests below). Until that is fixed the sweep counts those runs as lost but does not fail
+#: on them; set this to False once the xfail tests pass.
+TOLERATE_LOST_CHILD_LINKS = True
+#: Steps whose attempts must never run twice (``semantics="at_most_once"``).
+AT_MOST_ONCE = frozenset({f"{RUN_ID}:charge"})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The fault-free run: its calls, outcome and effects."""
+
+    calls: list[str]
+    outcome: Outcome
+    steps: frozenset[str]
+
+
+@pytest.fixture(scope="module")
+def baseline(module_cluster: Cluster) -> Baseline:
+    module_cluster.reset()
+    LEDGER.reset()
+    plan = CrashPlan()
+    module_cluster.use_plan(plan)
+    outcome = run_saga(module_cluster, KEY)
+    module_cluster.reset()
+    return Baseline(calls=list(plan.calls), outcome=outcome, steps=frozenset(LEDGER.by_step()))
+
+
+def excess_executions(counts: dict[tuple[str, int], int]) -> list[str]:
+    """Step attempts that ran more often than allowed after one crash: an at-most-once
+    attempt never re-runs; an at-least-once one re-runs at most once (it finished but its
+    result was not checkpointed when the process died)."""
+    problems = []
+    for (step, attempt), count in sorted(counts.items()):
+        allowed = 1 if step in AT_MOST_ONCE else 2
+        if count > allowed:
+            problems.append(f"{step} attempt {attempt} ran {count} times (allowed {allowed})")
+    return problems
+
+
+def sweep_points(total: int, phase: Phase) -> list[int]:
+    """The crash points swept: all of them, or every third (phases on different residues)."""
+    if FULL_SWEEP:
+        return list(range(1, total + 1))
+    start = 1 if phase == "before" else 2
+    return list(range(start, total + 1, 3))
+
+
+def test_the_fault_free_saga_crosses_every_service_and_ends_compensated(
+    baseline: Baseline,
+) -> None:
+    kinds = {call.split(":")[0] for call in baseline.calls}
+    assert {"dynamodb", "scheduler", "host"} <= kinds
+    assert len(baseline.calls) >= 40
+    assert baseline.outcome.status == "compensated"
+    assert baseline.outcome.error_code == "AUDIT_FAILED"
+    assert baseline.outcome.compensations == (("charge", "ok"), ("reserve", "ok"))
+    assert baseline.outcome.children == (("completed", {"label": "lbl-o-1", "carrier": "UPS"}),)
+    assert {"release", "refund"} <= baseline.steps
+
+
+def crash_once(cluster: Cluster, kill_at: int, phase: Phase) -> tuple[CrashPlan, Outcome]:
+    """Run the saga once with the process killed at call ``kill_at``."""
+    cluster.reset()
+    LEDGER.reset()
+    plan = CrashPlan(kill_at=kill_at, phase=phase)
+    cluster.use_plan(plan)
+    return plan, run_saga(cluster, KEY)
+
+
+def call_index(baseline: Baseline, name: str, occurrence: int) -> int:
+    """The 1-based index of the ``occurrence``-th call named ``name`` in the fault-free run."""
+    indexes = [i for i, call in enumerate(baseline.calls, 1) if call == name]
+    return indexes[occurrence - 1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["before", "after"])
+def test_a_crash_at_any_call_is_recovered_to_the_same_end(
+    cluster: Cluster, baseline: Baseline, phase: Phase
+) -> None:
+    failures: list[str] = []
+    known: list[str] = []
+    points = sweep_points(len(baseline.calls), phase)
+    for kill_at in points:
+        plan, outcome = crash_once(cluster, kill_at, phase)
+        where = f"{phase} call #{kill_at} ({baseline.calls[kill_at - 1]})"
+        add("crash_points")
+        if not plan.fired:
+            failures.append(f"{where}: the crash was never reached")
+            continue
+        add("crash_recoveries")
+        if outcome != baseline.outcome:
+            add("runs_lost")
+            lost_link = cluster.lost_child_link(RUN_ID)
+            if lost_link is not None and TOLERATE_LOST_CHILD_LINKS:
+                known.append(f"{where}: {lost_link}")
+                continue
+            failures.append(f"{where}: ended as {outcome}, expected {baseline.outcome}")
+        excess = excess_executions(LEDGER.counts())
+        if excess:
+            add("double_executions", len(excess))
+            failures.append(f"{where}: {'; '.join(excess)}")
+        missing = baseline.steps - set(LEDGER.by_step())
+        if missing:
+            failures.append(f"{where}: steps never ran: {sorted(missing)}")
+    assert not failures, "\n".join(failures)
+    assert len(points) >= len(baseline.calls) // 3
+    assert len(known) < len(points) // 4, "\n".join(known)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a crash between the parent's save and the child's insert loses the StartChild "
+    "effect: nothing re-issues it and the parent has no wake time, so it waits forever",
+)
+def test_a_crash_before_the_child_is_inserted_still_starts_the_child(
+    cluster: Cluster, baseline: Baseline
+) -> None:
+    # The child's insert is the first write after the parent registered the RUN wait.
+    first_dispatch_after_sleep = call_index(baseline, "host:Dispatch", 4)
+    registered = first_dispatch_after_sleep + 2  # Query, then the parent's save
+    assert baseline.calls[registered - 1] == "dynamodb:TransactWriteItems"
+
+    _, outcome = crash_once(cluster, registered, "after")
+
+    assert cluster.lost_child_link(RUN_ID) is None
+    assert outcome == baseline.outcome
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a crash after a child's final save loses the ResumeParent effect: the child is "
+    "terminal (never driven again) and the parent waits forever",
+)
+def test_a_crash_after_the_child_ended_still_resumes_the_parent(
+    cluster: Cluster, baseline: Baseline
+) -> None:
+    child_answer = call_index(baseline, "host:Dispatch", 5)
+    child_saved = child_answer + 2  # Query, then the child's terminal save
+    assert baseline.calls[child_saved - 1] == "dynamodb:TransactWriteItems"
+
+    _, outcome = crash_once(cluster, child_saved, "after")
+
+    assert cluster.lost_child_link(RUN_ID) is None
+    assert outcome == baseline.outcome

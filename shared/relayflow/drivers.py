@@ -26,7 +26,8 @@ from relayflow.errors import (
     RunNotFoundError,
     ValidationError,
 )
-from relayflow.ports import ManifestStore, RunQuery, RunWatcher
+from relayflow.payloads import is_pointer, resolve
+from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import RunTrigger, SerializedError, TenantMeta
 
 WorkflowRef = Any
@@ -82,6 +83,7 @@ class WorkflowDriver:
         manifests: Manifest storage per environment.
         tenant_meta: Owner given to runs this driver starts.
         workflow_timeout: Looks up a workflow's timeout (ms) when triggered by id.
+        payloads: Where step hosts put values over the inline cap (resolved in run details).
     """
 
     def __init__(
@@ -91,13 +93,14 @@ class WorkflowDriver:
         manifests: ManifestStore,
         tenant_meta: TenantMeta | None = None,
         workflow_timeout: Callable[[str], int | None] | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self.engine = engine
         self.manifests = manifests
         self.tenant_meta = tenant_meta or TenantMeta()
         self._workflow_timeout = workflow_timeout
         self._shut = threading.Event()
-        self.admin = WorkflowAdmin(engine=engine)
+        self.admin = WorkflowAdmin(engine=engine, payloads=payloads)
 
     def _check_open(self) -> None:
         if self._shut.is_set():
@@ -144,7 +147,7 @@ class WorkflowDriver:
             timeout_ms=timeout_ms,
             triggered_by=triggered_by,
         )
-        return detail(record)
+        return self.admin.describe(record)
 
     def _trigger(
         self,
@@ -215,7 +218,9 @@ class WorkflowDriver:
         self._check_open()
         result: InjectionResult
         result, record = self.engine.inject(run_id, injection)
-        return Delivery(status=result.status, waitpoint_id=result.waitpoint_id, run=detail(record))
+        return Delivery(
+            status=result.status, waitpoint_id=result.waitpoint_id, run=self.admin.describe(record)
+        )
 
     def send_event(
         self,
@@ -276,6 +281,8 @@ class WorkflowAdmin:
 
     Args:
         engine: The engine (its run store is read; cancel goes through it).
+        payloads: Where step hosts put values over the inline cap; run inputs and outputs
+            that point there are resolved in run details.
         poll_interval_s: How often ``stream_run`` re-reads a store that cannot notify.
         sleep: Waits between polls (injectable).
     """
@@ -284,12 +291,26 @@ class WorkflowAdmin:
         self,
         *,
         engine: Engine,
+        payloads: PayloadStore | None = None,
         poll_interval_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.engine = engine
+        self._payloads = payloads
         self._poll = poll_interval_s
         self._sleep = sleep
+
+    def describe(self, record: RunRecord) -> RunDetail:
+        """The detail of ``record``, with inputs and outputs held in the payload store resolved."""
+        view = detail(record)
+        if self._payloads is None or not (is_pointer(view.input) or is_pointer(view.output)):
+            return view
+        return view.model_copy(
+            update={
+                "input": resolve(view.input, self._payloads),
+                "output": resolve(view.output, self._payloads),
+            }
+        )
 
     def list_runs(
         self,
@@ -325,7 +346,7 @@ class WorkflowAdmin:
     def get_run(self, run_id: str) -> RunDetail | None:
         """The run's detail with its timeline, or None."""
         record = self.engine.runs.get(run_id)
-        return detail(record) if record is not None else None
+        return self.describe(record) if record is not None else None
 
     def cancel_run(
         self, run_id: str, *, reason: str | None = None, compensate: bool = False
@@ -336,7 +357,7 @@ class WorkflowAdmin:
             RunNotFoundError: No such run.
             RunTerminalError: It already ended (code ``already_terminal``).
         """
-        return detail(self.engine.cancel(run_id, reason=reason, compensate=compensate))
+        return self.describe(self.engine.cancel(run_id, reason=reason, compensate=compensate))
 
     def stream_run(
         self, run_id: str, *, follow: bool = True, timeout_s: float | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -12,13 +14,16 @@ from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import schedule_name
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver, build_dispatchers
+from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.memory.clock import VirtualClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.dispatch.http_dispatcher import HttpDispatcher
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.errors import ValidationError
+from relayflow.ports import DispatcherResolver
 from relayflow.sdk.registry import workflow
+from relayflow.worker.hosts import make_lambda_handler, make_step_host
 
 T0 = 1_767_225_600_000
 
@@ -80,3 +85,57 @@ def test_dispatchers_follow_the_settings() -> None:
         resolver.resolve(workflow_id="wf.local", tenant_script=None), InlineDispatcher
     )
     assert settings.dispatch_target_for("wf.local") == DispatchTarget("inline")
+
+
+@workflow(id="aws.driver.big")
+def big(data: Any, ctx: Any) -> dict[str, Any]:
+    blob = ctx.step("render", lambda: "x" * data["bytes"])
+    ctx.sleep("1m")
+    return {"blob": blob, "size": len(blob)}
+
+
+class InProcessLambda:
+    """A Lambda client that runs the step host handler in this process (moto never runs code)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.request_sizes: list[int] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        payload = kwargs["Payload"]
+        self.request_sizes.append(len(payload))
+        answer = self.handler(json.loads(payload), None)
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+def test_a_5_mb_step_output_round_trips_through_a_lambda_step_host(
+    aws: None, fast_transactions: None
+) -> None:
+    clients = AwsClients(region="eu-west-1")
+    tables.create_resources(clients, SETTINGS)
+    payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)
+    host = InProcessLambda(make_lambda_handler(make_step_host(payload_store=payloads)))
+    lambda_host = LambdaDispatcher("steps", client_factory=lambda: host)  # type: ignore[arg-type,return-value]
+    # The host reads the wall clock (request deadlines), so virtual time starts at real time.
+    start = int(time.time() * 1000)
+    clock = VirtualClock(start)
+    driver = build_aws_driver(
+        SETTINGS,
+        clients=clients,
+        clock=clock,
+        on_due=lambda r, at: None,
+        dispatchers=DispatcherResolver(default=lambda_host),
+    )
+    size = 5 * 1024 * 1024
+
+    run = driver.trigger("aws.driver.big", {"bytes": size}, run_id="big-1")
+    assert run.status == "waiting"
+    clock.advance(60_000)
+    driver.engine.drive_from_event({"runId": "big-1", "wakeAt": start + 60_000})
+
+    done = driver.admin.get_run("big-1")
+    assert done.status == "completed"
+    assert done.output["size"] == size
+    assert done.output["blob"] == "x" * size
+    # The 5 MB value crossed the wire as a pointer both ways, never inline.
+    assert max(host.request_sizes) < 64 * 1024

@@ -138,4 +138,6 @@ def build_aws_driver(
         settings=core_settings,
         workflow_timeout=workflow_timeout,
     )
-    return WorkflowDriver(engine=engine, manifests=manifests, tenant_meta=tenant_meta)
+    return WorkflowDriver(
+        engine=engine, manifests=manifests, tenant_meta=tenant_meta, payloads=payloads
+    )

@@ -1,0 +1,367 @@
+"""The AWS driver (``build_aws_driver``) on in-process moto, metered, on a virtual clock.
+
+Alarms are armed on Scheduler (moto) as in production and recorded so that virtual time can
+fire them through the engine's drive entry (``drive_from_event``), as the drive Lambda would.
+Lambda invocations are counted from what would invoke a function in a deployment: the API
+call that triggers a run, each alarm Scheduler fires, each "drive now" hand-off, and each
+step dispatch when the step host is a separate function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import botocore.loaders
+import botocore.session
+from moto import mock_aws
+
+from bench import workloads  # noqa: F401  (registers the benchmark workflows)
+from bench.aws_meter import AwsMeter, Tally, table_specs
+from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.alarms import SchedulerAlarmClock
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.memory import InMemoryAlarmClock, VirtualClock
+from relayflow.config import Settings
+from relayflow.core.views import RunDetail
+from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.drivers import WorkflowDriver
+from relayflow.ports import AlarmClock, DispatcherResolver
+from relayflow.worker import ExecutorOptions
+
+REGION = "eu-west-1"
+SETTINGS = Settings(
+    table_name="relayflow-runs",
+    manifests_table="relayflow-manifests",
+    manifests_bucket="relayflow-manifests",
+    payload_bucket="relayflow-payloads",
+    schedule_group="relayflow",
+    scheduler_role_arn="arn:aws:iam::123456789012:role/relayflow-scheduler",
+    drive_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:relayflow-drive",
+    dlq_arn="arn:aws:sqs:eu-west-1:123456789012:relayflow-dlq",
+    region=REGION,
+)
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+}
+_CLEARED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL")
+_MAX_ALARMS = 1_000_000
+_FAST_READS = frozenset({"Query", "GetItem", "Scan", "BatchGetItem"})
+
+
+@functools.cache
+def _loader() -> Any:
+    return botocore.loaders.create_loader()
+
+
+def _session() -> boto3.Session:
+    """A new boto3 session (own event hooks) sharing one model loader, so that service
+    models are parsed once per process rather than once per stack."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _loader())
+    return boto3.Session(botocore_session=core, region_name=REGION)
+
+
+@contextlib.contextmanager
+def fake_credentials() -> Iterator[None]:
+    """Fake credentials and a fixed region, so nothing can ever reach real AWS."""
+    saved = {name: os.environ.get(name) for name in (*_FAKE_ENV, *_CLEARED_ENV)}
+    os.environ.update(_FAKE_ENV)
+    for name in _CLEARED_ENV:
+        os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def fast_moto_transactions() -> Iterator[None]:
+    """Spare moto its table backup in ``TransactWriteItems`` when no condition can fail.
+
+    moto 5.2 deep-copies the whole table for every item of a transaction (to roll back on
+    failure), which makes long runs quadratic in moto itself. Conditions are checked first
+    here, against the same state moto checks them against; when all hold, the transaction
+    runs without the backup, otherwise moto's own path (with the backup) runs unchanged.
+    """
+    import moto.dynamodb.models as models
+
+    original = models.DynamoDBBackend.transact_write_items
+
+    def no_backup_needed(backend: Any, transact_items: list[dict[str, Any]]) -> bool:
+        try:
+            for action in transact_items:
+                ((kind, op),) = action.items()
+                condition = op.get("ConditionExpression")
+                if condition is None:
+                    continue
+                if kind == "Put":
+                    table = backend.get_table(op["TableName"])
+                    key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                    if table.range_key_attr is not None:
+                        key[table.range_key_attr] = op["Item"][table.range_key_attr]
+                else:
+                    key = op["Key"]
+                current = backend.get_item(op["TableName"], key)
+                check = models.get_filter_expression(  # type: ignore[attr-defined]
+                    condition,
+                    op.get("ExpressionAttributeNames"),
+                    op.get("ExpressionAttributeValues"),
+                )
+                if not check.expr(current):
+                    return False
+        except Exception:
+            return False
+        return True
+
+    def without_backup(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if not no_backup_needed(self, transact_items):
+            original(self, transact_items)
+            return
+        saved_copy = models.copy  # type: ignore[attr-defined]
+        shallow = types.SimpleNamespace(deepcopy=lambda obj, memo=None: obj)
+        models.copy = shallow  # type: ignore[attr-defined, assignment]
+        try:
+            original(self, transact_items)
+        finally:
+            models.copy = saved_copy  # type: ignore[attr-defined]
+
+    models.DynamoDBBackend.transact_write_items = without_backup  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        models.DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def fast_moto_reads() -> Iterator[None]:
+    """Let moto answer DynamoDB reads with ``json.dumps`` instead of its generic serializer.
+
+    moto's serializer walks the response model for every attribute of every item, which
+    makes reading a long run's partition take tenths of a second; the JSON sent back is the
+    same (the results are already in DynamoDB's wire form).
+    """
+    from moto.dynamodb import responses
+
+    original = responses.DynamoResult.execute_result
+
+    def as_json(self: Any, context: Any) -> Any:
+        if context.operation_model.name in _FAST_READS:
+            try:
+                body = json.dumps(self.result, separators=(",", ":"))
+            except TypeError:
+                return original(self, context)
+            return 200, {"Content-Type": "application/x-amz-json-1.0"}, body
+        return original(self, context)
+
+    responses.DynamoResult.execute_result = as_json  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        responses.DynamoResult.execute_result = original  # type: ignore[method-assign]
+
+
+@dataclass
+class LambdaCounts:
+    """Function invocations a deployment would see."""
+
+    api: int = 0
+    alarm_drives: int = 0
+    handoff_drives: int = 0
+    step_dispatches: int = 0
+
+    def total(self, *, separate_step_host: bool) -> int:
+        """All invocations; step dispatches count only when the step host is its own function."""
+        drives = self.api + self.alarm_drives + self.handoff_drives
+        return drives + (self.step_dispatches if separate_step_host else 0)
+
+
+class RecordingAlarms:
+    """Arms alarms on Scheduler and remembers them so virtual time can fire them."""
+
+    def __init__(self, scheduler: AlarmClock, armed: InMemoryAlarmClock) -> None:
+        self.scheduler = scheduler
+        self.armed = armed
+
+    def arm(self, run_id: str, wake_at_ms: int) -> None:
+        self.scheduler.arm(run_id, wake_at_ms)
+        self.armed.arm(run_id, wake_at_ms)
+
+    def disarm(self, run_id: str) -> None:
+        self.scheduler.disarm(run_id)
+        self.armed.disarm(run_id)
+
+
+class CountingDispatcher:
+    """The in-process step host, counting each dispatch."""
+
+    def __init__(self, inner: InlineDispatcher, counts: LambdaCounts) -> None:
+        self.inner = inner
+        self.counts = counts
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.counts.step_dispatches += 1
+        return self.inner.dispatch(request)
+
+
+class MotoStack:
+    """A metered AWS driver on moto; use as a context manager (it owns the moto mock).
+
+    Args:
+        services: What ``ctx.services`` resolves in workflow bodies.
+        checkpoint_interval_ms: The step host's checkpoint interval (0: every step is saved
+            before the next one runs; None: the default, 5 s of work per invocation).
+        cold_drives: Build a new driver (empty caches, as in a new Lambda container) before
+            each alarm is delivered.
+    """
+
+    def __init__(
+        self,
+        services: Mapping[str, object] | None = None,
+        *,
+        checkpoint_interval_ms: int | None = None,
+        cold_drives: bool = False,
+    ) -> None:
+        self._services = services
+        self._checkpoint_interval_ms = checkpoint_interval_ms
+        self._cold_drives = cold_drives
+        self._exits = contextlib.ExitStack()
+        self.counts = LambdaCounts()
+        self._handoffs: set[tuple[str, int]] = set()
+        self.clock = VirtualClock()
+        self.armed = InMemoryAlarmClock()
+        self.meter: AwsMeter
+        self.driver: WorkflowDriver
+        self.clients: AwsClients
+
+    def __enter__(self) -> MotoStack:
+        exits = self._exits
+        exits.enter_context(fake_credentials())
+        exits.enter_context(fast_moto_transactions())
+        exits.enter_context(fast_moto_reads())
+        exits.enter_context(
+            mock_aws(
+                config={"core": {"reset_boto3_session": False}, "lambda": {"use_docker": False}}
+            )
+        )
+        session = _session()
+        self.meter = AwsMeter(
+            session,
+            table_specs(
+                [
+                    (SETTINGS.require("table_name"), tables.RUNS_TABLE),
+                    (SETTINGS.require("manifests_table"), tables.MANIFESTS_TABLE),
+                ]
+            ),
+        )
+        self.clients = AwsClients(session=session, region=REGION)
+        tables.create_resources(self.clients, SETTINGS)
+        # Scheduler's own deletion of a fired schedule is not a request the driver makes.
+        self._unmetered_scheduler = _session().client("scheduler")
+        clock = self.clock
+
+        def sleep(seconds: float) -> None:
+            clock.advance(max(0, round(seconds * 1000)))
+
+        options = ExecutorOptions(sleep=sleep)
+        if self._checkpoint_interval_ms is not None:
+            options = ExecutorOptions(
+                sleep=sleep, checkpoint_interval_ms=self._checkpoint_interval_ms
+            )
+        host = InlineDispatcher(
+            services=self._services, clock=clock, handler_options={"options": options}
+        )
+        self._dispatcher = CountingDispatcher(host, self.counts)
+        self.driver = self._build_driver()
+        self.meter.reset()
+        return self
+
+    def _build_driver(self) -> WorkflowDriver:
+        driver = build_aws_driver(
+            SETTINGS,
+            clients=self.clients,
+            clock=self.clock,
+            dispatchers=DispatcherResolver(default=self._dispatcher),
+            on_due=self._due_now,
+        )
+        engine = driver.engine
+        scheduler = engine.alarms
+        assert isinstance(scheduler, SchedulerAlarmClock)
+        self._schedules = scheduler
+        engine.alarms = RecordingAlarms(scheduler, self.armed)
+        return driver
+
+    def __exit__(self, *exc: object) -> None:
+        self._exits.close()
+
+    def _due_now(self, run_id: str, wake_at_ms: int) -> None:
+        # In a deployment this invokes the drive function asynchronously.
+        self.counts.handoff_drives += 1
+        self._handoffs.add((run_id, wake_at_ms))
+        self.armed.arm(run_id, wake_at_ms)
+
+    # ---- running -------------------------------------------------------------------------
+
+    def trigger(self, workflow_id: str, data: Any) -> RunDetail:
+        """Start a run as the API function would (one invocation), driving it inline."""
+        self.counts.api += 1
+        return self.driver.trigger(workflow_id, data, environment="production")
+
+    def run_until_idle(self) -> None:
+        """Jump to each next alarm and deliver it to the drive entry, until none is left."""
+        for _ in range(_MAX_ALARMS):
+            upcoming = self.armed.next_alarm()
+            if upcoming is None:
+                return
+            run_id, wake_at = upcoming
+            self.clock.set(wake_at)
+            self.armed.take(run_id, wake_at)
+            if (run_id, wake_at) in self._handoffs:
+                self._handoffs.discard((run_id, wake_at))
+            else:
+                self.counts.alarm_drives += 1
+                self._delete_fired(run_id)
+            if self._cold_drives:
+                self.driver = self._build_driver()
+            self.driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+        raise RuntimeError(f"more than {_MAX_ALARMS} alarms fired; a run never settles")
+
+    def fresh_driver(self) -> WorkflowDriver:
+        """A new driver on the same resources (empty caches, as in a new container)."""
+        return self._build_driver()
+
+    def _delete_fired(self, run_id: str) -> None:
+        """What ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires."""
+        with contextlib.suppress(Exception):
+            self._unmetered_scheduler.delete_schedule(
+                Name=self._schedules.name_of(run_id), GroupName=self._schedules.group
+            )
+
+    def run(self, workflow_id: str, data: Any) -> RunDetail:
+        """Trigger a run, fire its alarms until it settles, and return its final detail."""
+        started = self.trigger(workflow_id, data)
+        self.run_until_idle()
+        found = self.driver.admin.get_run(started.id)
+        assert found is not None
+        return found
+
+    def take(self) -> tuple[Tally, LambdaCounts]:
+        """What was metered since the last ``take`` (or since the stack started), then reset."""
+        counts, self.counts = self.counts, LambdaCounts()
+        self._dispatcher.counts = self.counts
+        return self.meter.reset(), counts

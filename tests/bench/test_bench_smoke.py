@@ -1,0 +1,108 @@
+"""The benchmarks at their smallest sizes, so that their code keeps working (figures are not
+checked here, only that each benchmark runs, measures something and renders its rows)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests
+from bench.aws_meter import IndexSpec, TableSpec, item_size, read_units, write_units
+from bench.table import Row, render
+from bench.workloads import SEQUENTIAL, SLEEPY
+
+
+@pytest.mark.parametrize(
+    ("item", "size"),
+    [
+        ({"pk": {"S": "abc"}}, 5),
+        ({"n": {"N": "12345"}}, 1 + 4),
+        ({"b": {"BOOL": True}}, 2),
+        ({"l": {"L": [{"S": "ab"}, {"N": "1"}]}}, 1 + 3 + (1 + 2) + (1 + 2)),
+        ({"m": {"M": {"k": {"S": "v"}}}}, 1 + 3 + 1 + 1 + 1),
+    ],
+)
+def test_item_sizes_follow_dynamodb_rules(item: dict[str, dict[str, object]], size: int) -> None:
+    assert item_size(item) == size
+
+
+@pytest.mark.parametrize(("size", "units"), [(0, 1), (1024, 1), (1025, 2), (350_000, 342)])
+def test_a_write_costs_one_unit_per_started_kilobyte(size: int, units: int) -> None:
+    assert write_units(size) == units
+
+
+def test_a_consistent_read_costs_one_unit_per_started_4_kb() -> None:
+    assert (read_units(4096, consistent=True), read_units(4097, consistent=False)) == (1.0, 1.0)
+
+
+def test_a_sparse_index_has_no_entry_without_its_keys() -> None:
+    spec = TableSpec(keys=("pk",), indexes=(IndexSpec("byWake", ("wake",), "KEYS_ONLY"),))
+    index = spec.indexes[0]
+
+    assert spec.index_entry(index, {"pk": {"S": "a"}}) is None
+    assert spec.index_entry(index, {"pk": {"S": "a"}, "wake": {"N": "1"}, "x": {"S": "y"}}) == {
+        "pk": {"S": "a"},
+        "wake": {"N": "1"},
+    }
+
+
+@pytest.fixture(scope="module")
+def requests() -> fig_requests.RequestsResult:
+    return fig_requests.measure(sizes=(3, 5, 8), sleepy_steps=3)
+
+
+def test_the_requests_figure_counts_writes_and_alarms(
+    requests: fig_requests.RequestsResult,
+) -> None:
+    assert [r.status for r in requests.runs] == ["completed"] * 6
+    assert all(r.tally.dynamodb_writes > 0 and r.tally.write_units > 0 for r in requests.runs)
+    assert requests.sleepy.lambdas.alarm_drives == 2
+    assert requests.sleepy.tally.count("scheduler.CreateSchedule") == 2
+    assert {row.verdict for row in fig_requests.rows(requests)} <= {"PASS", "FAIL", ""}
+
+
+def test_the_cost_figure_prices_every_workload(requests: fig_requests.RequestsResult) -> None:
+    rows = fig_cost.rows(requests)
+
+    assert [r.measurement for r in rows if r.measurement.startswith("$")]
+    sleepy = fig_cost.cost_of(requests.sleepy)
+    assert sleepy.step_functions == pytest.approx(25.0 * (3 + 2) / 3)
+    assert sleepy.relayflow > 0
+
+
+def test_the_overhead_figure_times_each_backend() -> None:
+    results = fig_overhead.measure(
+        runs=1, workload_set=(("2 steps", SEQUENTIAL, 2, False), ("2 + 1 sleep", SLEEPY, 2, True))
+    )
+
+    assert {o.backend for o in results} >= {"in-memory", "AWS on moto"}
+    assert all(o.cpu_ms > 0 and o.wall_ms > 0 for o in results)
+    assert fig_overhead.rows(results)
+
+
+def test_the_ingest_figure_routes_and_posts_events() -> None:
+    result = fig_ingest.measure(events=2, routing_sizes=(10,))
+
+    assert [size for size, _, _ in result.routing] == [10]
+    assert all(t.per_second > 0 and t.aws_requests > 0 for t in result.api)
+    assert fig_ingest.rows(result)
+
+
+def test_the_limits_figure_runs_its_workloads_small() -> None:
+    # Over the store's per-item value budget, so the output goes through S3.
+    result = fig_limits.measure(long_steps=5, big_bytes=400_000, sleeps=2)
+
+    assert result.long_run.status == result.sleepy.status == "completed"
+    assert result.big.round_trip and result.big.s3_puts > 0
+    assert {row.verdict for row in fig_limits.rows(result)} == {"PASS"}
+
+
+def test_the_table_renders_every_row() -> None:
+    text = render([Row("1", "a", "b", "c", "PASS"), Row("2", "longer", "value")])
+
+    assert text.count("\n") == 3
+    assert "| PASS" in text

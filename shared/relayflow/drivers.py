@@ -28,7 +28,7 @@ from relayflow.errors import (
 )
 from relayflow.payloads import is_pointer, resolve
 from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher
-from relayflow.protocol import RunTrigger, SerializedError, TenantMeta
+from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
 
 WorkflowRef = Any
 """A workflow id, or an object with an ``id`` (and optionally ``config.timeout_ms``/``tags``)."""
@@ -73,6 +73,11 @@ def token_error(error: Any) -> SerializedError:
     if isinstance(error, BaseException):
         return SerializedError(code="TOKEN_FAILED", message=str(error), name=type(error).__name__)
     return SerializedError(code="TOKEN_FAILED", message=str(error))
+
+
+def _check_depth(what: str, value: Any) -> None:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValidationError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
 
 
 class WorkflowDriver:
@@ -161,6 +166,7 @@ class WorkflowDriver:
         timeout_ms: int | None,
         triggered_by: Mapping[str, Any] | None,
     ) -> tuple[RunRecord, bool]:
+        _check_depth("run input", input)
         workflow_id = _workflow_id(workflow)
         config_timeout, config_tags = _workflow_config(workflow)
         if timeout_ms is None:
@@ -216,6 +222,7 @@ class WorkflowDriver:
 
     def _deliver(self, run_id: str, injection: Injection) -> Delivery:
         self._check_open()
+        _check_depth("payload", injection.payload)
         result: InjectionResult
         result, record = self.engine.inject(run_id, injection)
         return Delivery(

@@ -278,20 +278,33 @@ class Engine:
                     ResumeParent(effect.parent_run_id, effect.waitpoint_id, failure), work
                 )
             return
+        # A periodic check expects the child to exist: a read costs less than an insert
+        # refused by its condition.
+        existing = self.runs.get(spec.run_id) if effect.reconcile else None
+        if existing is not None:
+            self._child_exists(effect, existing, work)
+            return
         try:
             self.runs.try_insert(child)
         except RunAlreadyExistsError as exc:
-            existing: RunRecord = exc.existing
-            if existing.is_terminal:
-                if not effect.detached:
-                    outcome = ChildOutcome(
-                        existing.id, existing.status, existing.output, existing.error
-                    )
-                    self._resume_parent(
-                        ResumeParent(effect.parent_run_id, effect.waitpoint_id, outcome), work
-                    )
-                return
+            self._child_exists(effect, exc.existing, work)
+            return
         work.add(spec.run_id)
+
+    def _child_exists(self, effect: StartChild, existing: RunRecord, work: _Work) -> None:
+        """A child to start is there already: an ended one resumes its parent (again)."""
+        if existing.is_terminal:
+            if not effect.detached:
+                outcome = ChildOutcome(
+                    existing.id, existing.status, existing.output, existing.error
+                )
+                self._resume_parent(
+                    ResumeParent(effect.parent_run_id, effect.waitpoint_id, outcome), work
+                )
+            return
+        if not effect.reconcile or self._needs_attention(existing, self.clock.now_ms()):
+            # A child inserted by a process that died before driving it is driven here.
+            work.add(existing.id)
 
     def _resume_parent(self, effect: ResumeParent, work: _Work) -> None:
         def step(rec: RunRecord, now: int) -> tuple[Transition, None]:

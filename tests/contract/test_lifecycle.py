@@ -9,6 +9,7 @@ from collections.abc import Callable
 import contract_workflows as wf
 import pytest
 
+from relayflow.core.settings import CoreSettings
 from relayflow.errors import RunTerminalError
 from relayflow.testing import DriverHarness
 
@@ -76,6 +77,29 @@ def test_a_failed_child_raises_child_run_error_in_its_parent(make_env: MakeEnv) 
     run = env.trigger("ct.parent", {"fail": True})
     env.advance("1m")
     assert env.get_run(run.id).output == {"child_error": "CHILD_RUN_ENDED"}
+
+
+def test_a_parent_of_a_live_child_is_checked_once_per_period_and_never_invoked(
+    make_env: MakeEnv,
+) -> None:
+    period = CoreSettings().child_reconcile_ms
+    env = make_env(workflows=[wf.parent, wf.child])
+    run = env.trigger("ct.parent", {"wait": True, "n": 2})
+    child_id = f"{run.id}/invoke:ct.child:0"
+    start = env.now()
+    assert env.armed_alarm(run.id) == start + period
+    assert env.armed_alarm(child_id) is None
+
+    env.advance(3 * period)
+
+    assert env.armed_alarm(run.id) == start + 4 * period
+    parent, child = env.get_run(run.id), env.get_run(child_id)
+    assert (parent.status, parent.invocation_count) == ("waiting", 1)
+    assert (child.status, child.invocation_count) == ("waiting", 1)
+    env.signal(child_id, "go")
+    env.advance("1m")
+    assert env.get_run(run.id).output == {"from_child": {"child": 2}}
+    assert env.armed_alarm(run.id) is None
 
 
 def test_cancelling_a_parent_cancels_its_children(make_env: MakeEnv) -> None:

@@ -20,10 +20,9 @@ from reliability_workflows import LEDGER
 KEY = "o-1"
 RUN_ID = saga_run_id(KEY)
 #: A crash between a run's save and the start of its child run, or between a child's end
-#: and the resumption of its parent, leaves the parent waiting forever (see the two xfail
-#: tests below). Until that is fixed the sweep counts those runs as lost but does not fail
-#: on them; set this to False once the xfail tests pass.
-TOLERATE_LOST_CHILD_LINKS = True
+#: and the resumption of its parent, must not leave the parent waiting forever (see the two
+#: tests at the end): the sweep fails on any run lost that way.
+TOLERATE_LOST_CHILD_LINKS = False
 #: Steps whose attempts must never run twice (``semantics="at_most_once"``).
 AT_MOST_ONCE = frozenset({f"{RUN_ID}:charge"})
 
@@ -131,11 +130,6 @@ def test_a_crash_at_any_call_is_recovered_to_the_same_end(
     assert len(known) < len(points) // 4, "\n".join(known)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a crash between the parent's save and the child's insert loses the StartChild "
-    "effect: nothing re-issues it and the parent has no wake time, so it waits forever",
-)
 def test_a_crash_before_the_child_is_inserted_still_starts_the_child(
     cluster: Cluster, baseline: Baseline
 ) -> None:
@@ -150,11 +144,6 @@ def test_a_crash_before_the_child_is_inserted_still_starts_the_child(
     assert outcome == baseline.outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a crash after a child's final save loses the ResumeParent effect: the child is "
-    "terminal (never driven again) and the parent waits forever",
-)
 def test_a_crash_after_the_child_ended_still_resumes_the_parent(
     cluster: Cluster, baseline: Baseline
 ) -> None:

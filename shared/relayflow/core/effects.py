@@ -38,12 +38,18 @@ class DisarmAlarm:
 
 @dataclass(frozen=True)
 class StartChild:
-    """Insert the child run if absent (its id is ``<parentRunId>/<waitId>``) and drive it."""
+    """Insert the child run if absent (its id is ``<parentRunId>/<waitId>``) and drive it.
+
+    If the child already ended, its end resumes the parent (again: that is idempotent).
+    ``reconcile`` marks the periodic check of a child that was most likely started already:
+    the engine then looks before it inserts, which is the cheaper order in that case.
+    """
 
     parent_run_id: str
     waitpoint_id: str
     spec: TriggerSpec
     detached: bool = False
+    reconcile: bool = False
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def inject(
 
 
 def on_alarm(record: RunRecord, now: int, settings: CoreSettings) -> Transition:
-    """Time passed: enforce the workflow timeout, resolve due waits, retry due dispatches.
+    """Time passed: enforce the workflow timeout, resolve due waits, retry due dispatches,
+    check the attached children when their check is due.
 
     An early or duplicate alarm changes nothing and re-arms the alarm at the wake time.
     """
@@ -130,7 +131,8 @@ def on_alarm(record: RunRecord, now: int, settings: CoreSettings) -> Transition:
     resolved, effects = settle_waits(rec, now, settings)
     if resolved:
         return Transition(rec, (*effects, *run_again(rec, now)))
-    if effects:
+    if effects or rec.reconcile_at != record.reconcile_at:
+        # Child checks were issued (or their time set): park with the next check time.
         return Transition(rec, (*effects, *park(rec, now)))
     wake_at = compute_wake_at(record, now)
     rearm: tuple[Effect, ...] = (ArmAlarm(rec.id, wake_at),) if wake_at is not None else ()

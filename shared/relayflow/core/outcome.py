@@ -18,7 +18,12 @@ from relayflow.core.inbox import remember, resolution_for, take_from_inbox
 from relayflow.core.record import ChildLink, ParentLink, RunRecord, RunStatus
 from relayflow.core.settings import CoreSettings
 from relayflow.core.trigger import TriggerSpec
-from relayflow.core.waits import compute_wake_at, time_resolution
+from relayflow.core.waits import (
+    compute_wake_at,
+    is_detached,
+    linked_child_waits,
+    time_resolution,
+)
 from relayflow.protocol import (
     Journal,
     RunTrigger,
@@ -76,6 +81,7 @@ def finish(
     record.error = error
     record.pending_waitpoints = []
     record.wake_at = None
+    record.reconcile_at = None
     record.cancel_request = None
     record.dispatch_retry.next_attempt_at = None
     effects: list[Effect] = [DisarmAlarm(record.id)]
@@ -127,7 +133,7 @@ def park(record: RunRecord, now: int) -> list[Effect]:
 def child_spec(record: RunRecord, wait: Waitpoint) -> tuple[TriggerSpec, bool]:
     """The spec of the child a RUN wait starts, and whether it is detached."""
     meta = wait.meta
-    detached = bool(meta.get("detach", False))
+    detached = is_detached(wait)
     tags = meta.get("tags") or []
     key = meta.get("idempotencyKey")
     wid = wait.client_waitpoint_id
@@ -162,7 +168,8 @@ def settle_waits(record: RunRecord, now: int, settings: CoreSettings) -> tuple[i
 
     Already-resolved waits count as resolved; due times resolve or time out; buffered
     injections are consumed in arrival order; RUN waits start their child (a detached one
-    resolves at once with ``None``).
+    resolves at once with ``None``). When the check of the attached children is due, each
+    of their starts is issued again (see :func:`reconcile_children`).
 
     Returns:
         The number of waits now resolved and the effects (child starts).
@@ -204,4 +211,40 @@ def settle_waits(record: RunRecord, now: int, settings: CoreSettings) -> tuple[i
                 resolve(record, wid, resolution_for(item, now, buffered=True))
                 remember(record, item.id, settings.seen_ids_limit)
                 resolved += 1
+    started = {e.waitpoint_id for e in effects if isinstance(e, StartChild)}
+    effects.extend(reconcile_children(record, now, settings, started=started))
     return resolved, effects
+
+
+def reconcile_children(
+    record: RunRecord,
+    now: int,
+    settings: CoreSettings,
+    *,
+    started: set[str] | frozenset[str] = frozenset(),
+) -> list[StartChild]:
+    """Keep the check time of the waits on attached children and, when due, check again.
+
+    The first such wait sets the check one period ahead; once it is due, every pending one
+    issues its ``StartChild`` again (except those in ``started``, issued just now), and the
+    next check is one period later. A start is idempotent: a missing child is inserted, an
+    ended one resumes this run, a live one is left alone. Without such waits there is no
+    check time. Mutates ``record``.
+    """
+    linked = linked_child_waits(record)
+    if not linked:
+        record.reconcile_at = None
+        return []
+    if record.reconcile_at is not None and record.reconcile_at > now:
+        return []
+    first = record.reconcile_at is None
+    record.reconcile_at = now + settings.child_reconcile_ms
+    if first:
+        return []
+    checks: list[StartChild] = []
+    for wait in linked:
+        if wait.client_waitpoint_id in started:
+            continue
+        spec, _ = child_spec(record, wait)
+        checks.append(StartChild(record.id, wait.client_waitpoint_id, spec, reconcile=True))
+    return checks

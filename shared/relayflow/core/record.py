@@ -92,8 +92,9 @@ class RunRecord(RecordModel):
     """One run. Saved only with a condition on ``version``; terminal runs never change.
 
     ``wake_at`` is the earliest time the run needs attention (wake, retry, wait deadline,
-    heartbeat deadline, workflow timeout, dispatch retry; ``now`` while running) and is what
-    the alarm is armed at and what the sweeper queries.
+    heartbeat deadline, workflow timeout, dispatch retry, child check; ``now`` while running)
+    and is what the alarm is armed at and what the sweeper queries. ``reconcile_at`` is when
+    the pending waits on attached children are next checked (see ``core.waits``).
     """
 
     id: str
@@ -128,6 +129,7 @@ class RunRecord(RecordModel):
     inbox: list[InboxItem] = Field(default_factory=list)
     seen_injection_ids: list[str] = Field(default_factory=list)
     wake_at: int | None = None
+    reconcile_at: int | None = None
     applied_metadata_ids: list[str] = Field(default_factory=list)
     positional_metadata_applied: int = 0
     compensations: list[CompensationReport] = Field(default_factory=list)

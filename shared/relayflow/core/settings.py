@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from relayflow.errors import ValidationError
+
 
 @dataclass(frozen=True)
 class CoreSettings:
@@ -21,6 +23,10 @@ class CoreSettings:
         invocation_timeout_ms: Sets the request ``deadline`` (now + this).
         lease_ms: How long a driver owns a run without renewing its lease.
         inline_invocations: Invocations one drive call makes before handing the run off.
+        child_reconcile_ms: How often a run waiting on attached child runs checks them: each
+            missing child is started and each ended one resumes the run. This recovers a
+            child start or a parent resumption lost when a process died between two writes;
+            a parent whose children are alive costs one check per period.
     """
 
     operations_limit: int = 100_000
@@ -32,6 +38,15 @@ class CoreSettings:
     invocation_timeout_ms: int = 600_000
     lease_ms: int = 900_000
     inline_invocations: int = 1_000
+    child_reconcile_ms: int = 900_000
+
+    def __post_init__(self) -> None:
+        if self.child_reconcile_ms <= 0:
+            # A zero period would keep a parent due forever: every check schedules the next
+            # one at the same instant.
+            raise ValidationError(
+                f"child_reconcile_ms must be positive, got {self.child_reconcile_ms}"
+            )
 
     def dispatch_backoff_ms(self, failures: int) -> int:
         """The delay before the next attempt after ``failures`` transient failures (>= 1)."""

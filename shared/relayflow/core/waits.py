@@ -2,6 +2,7 @@
 
 The facts a wait gets at its first registration (wake time, deadline, heartbeat deadline)
 are kept in ``journal.waitpointsRegistered`` and never move when a replay re-registers it.
+Waits on attached children also get a periodic check time (``RunRecord.reconcile_at``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,39 @@ def time_resolution(
     return None
 
 
+def is_detached(wait: Waitpoint) -> bool:
+    """True for a RUN wait whose child runs on its own (the wait resolves at once)."""
+    return bool(wait.meta.get("detach", False))
+
+
+def linked_child_waits(record: RunRecord) -> list[Waitpoint]:
+    """The pending RUN waits an attached child resolves when it ends.
+
+    Starting such a child and resuming the parent when it ends are effects applied after a
+    save: a process that dies in between loses them, so these waits are checked again
+    every ``CoreSettings.child_reconcile_ms`` while they are pending.
+    """
+    resolved = record.journal.waitpoints_resolved
+    return [
+        w
+        for w in record.pending_waitpoints
+        if w.kind == "RUN" and not is_detached(w) and w.client_waitpoint_id not in resolved
+    ]
+
+
+def reconcile_time(record: RunRecord) -> int | None:
+    """When the run's waits on attached children are next checked (None: nothing to check).
+
+    Only a waiting run has such a time: a running one is invoked anyway, and a run being
+    cancelled waits on nothing.
+    """
+    if record.is_terminal or record.status != "waiting" or record.cancel_request is not None:
+        return None
+    if record.reconcile_at is None or not linked_child_waits(record):
+        return None
+    return record.reconcile_at
+
+
 def next_wait_time(record: RunRecord) -> int | None:
     """The earliest wake, retry, deadline or heartbeat time among the pending waits."""
     times: list[int] = []
@@ -110,7 +144,7 @@ def compute_wake_at(record: RunRecord, now: int) -> int | None:
         retry_at = record.dispatch_retry.next_attempt_at
         times.append(retry_at if retry_at is not None else now)
     else:
-        wait_time = next_wait_time(record)
-        if wait_time is not None:
-            times.append(wait_time)
+        for t in (next_wait_time(record), reconcile_time(record)):
+            if t is not None:
+                times.append(t)
     return min(times) if times else None

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
+from relayflow.core.waits import reconcile_time
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
@@ -147,13 +148,28 @@ class WorkflowTestEnv:
         self._fire_until(self.now() + _duration_ms(duration))
 
     def run_until_idle(self) -> None:
-        """Jump to each next alarm and fire it, until no alarm is left."""
+        """Jump to each next alarm and fire it, until no alarm is left.
+
+        A parent parked on live child runs keeps a periodic alarm that only checks on its
+        children; it does not count as work left, so a run whose child is blocked on an
+        event leaves ``run_until_idle`` idle rather than spinning.
+        """
         self._fire_until(None)
+
+    def _only_checks_children(self, run_id: str, wake_at: int) -> bool:
+        record = self.runs.get(run_id)
+        if record is None or reconcile_time(record) != wake_at:
+            return False
+        return all(w.kind == "RUN" for w in record.pending_waitpoints)
 
     def _fire_until(self, target: int | None) -> None:
         for _ in range(_MAX_ALARMS):
             upcoming = self.alarms.next_alarm()
             if upcoming is None or (target is not None and upcoming[1] > target):
+                break
+            if target is None and all(
+                self._only_checks_children(*alarm) for alarm in self.alarms.pending()
+            ):
                 break
             run_id, wake_at = upcoming
             self.clock.set(wake_at)

@@ -35,6 +35,11 @@ class InMemoryAlarmClock:
             run_id = min(self._alarms, key=lambda r: (self._alarms[r], r))
             return run_id, self._alarms[run_id]
 
+    def pending(self) -> list[tuple[str, int]]:
+        """Every armed alarm as ``(run_id, wake_at)``, earliest first."""
+        with self._lock:
+            return sorted(self._alarms.items(), key=lambda item: (item[1], item[0]))
+
     def take(self, run_id: str, wake_at_ms: int) -> bool:
         """Consume the alarm as it fires (only if it is still armed at ``wake_at_ms``)."""
         with self._lock:

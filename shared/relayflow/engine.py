@@ -348,16 +348,25 @@ class Engine:
             return retry_at is None or retry_at <= now
         return record.wake_at is not None and record.wake_at <= now
 
-    def _acquire(self, run_id: str, owner: str, take_over: bool) -> RunRecord | None:
+    def _acquire(
+        self, run_id: str, owner: str, take_over: bool
+    ) -> tuple[RunRecord, RunRecord] | None:
+        """The stored run and an unsaved copy leased to ``owner``, or None if not ours to drive.
+
+        The lease is written by the first save of the drive, together with whatever that save
+        carries (an alarm's resolutions, the next invocation): it is never a write of its own.
+        A run leased by a live driver is marked dirty instead, so its holder looks again.
+        """
         for _ in range(_MAX_RACES):
             record = self.runs.get(run_id)
             now = self.clock.now_ms()
             if record is None or record.is_terminal:
                 return None
-            if not take_over and not self._needs_attention(record, now):
-                return None
             lease = record.lease
-            if lease is not None and lease.expires_at > now and not take_over:
+            ours = lease is not None and lease.owner == owner
+            if not ours and not take_over and not self._needs_attention(record, now):
+                return None
+            if lease is not None and lease.expires_at > now and not (ours or take_over):
                 if record.dirty:
                     return None
                 marked = record.model_copy(update={"dirty": True})
@@ -372,39 +381,36 @@ class Engine:
                     "dirty": False,
                 }
             )
-            try:
-                return self.runs.save(leased, expected_version=record.version)
-            except StaleRunError:
-                continue
+            return record, leased
         return None
 
-    def _holds(self, record: RunRecord | None, owner: str) -> bool:
-        return record is not None and record.lease is not None and record.lease.owner == owner
-
     def _drive_one(self, run_id: str, work: _Work, *, take_over: bool = False) -> None:
+        """Drive one run: every save carries all the changes made since the previous one.
+
+        Changes accumulate on an unsaved draft and are saved (conditionally on the stored
+        version) only before something leaves the process: a dispatch, or letting go of the
+        lease. Effects are applied only after the save that carries their transition; a lost
+        race drops the draft and starts again from the stored run.
+        """
         owner = f"{self._owner}/{next(self._drives)}"
-        record = self._acquire(run_id, owner, take_over)
+        claimed = self._acquire(run_id, owner, take_over)
         invocations = 0
-        while record is not None and self._holds(record, owner):
+        while claimed is not None:
+            stored, draft = claimed
             now = self.clock.now_ms()
-            if not record.is_terminal:
-                tick = on_alarm(record, now, self.settings)
+            effects: list[Effect] = []
+            if not draft.is_terminal:
+                tick = on_alarm(draft, now, self.settings)
                 if tick.changed:
-                    saved = self._save(record, tick.record)
-                    if saved is None:
-                        record = self.runs.get(run_id)
-                        continue
-                    self._apply_effects(tick.effects, work, driving=run_id)
-                    record = saved
-                    continue
-            if self._wants_invocation(record, now):
-                if invocations >= self.settings.inline_invocations:
-                    self._handoff(run_id, now)
-                else:
+                    draft = tick.record
+                    effects.extend(tick.effects)
+            if self._wants_invocation(draft, now):
+                if invocations < self.settings.inline_invocations:
                     invocations += 1
-                    record = self._invoke(record, owner, work)
+                    claimed = self._invoke(stored, draft, effects, owner, work)
                     continue
-            record = self._release(record)
+                self._handoff(run_id, now)
+            claimed = self._let_go(stored, draft, effects, owner, work)
 
     def _wants_invocation(self, record: RunRecord, now: int) -> bool:
         if record.is_terminal or record.status != "running":
@@ -413,33 +419,54 @@ class Engine:
         return retry_at is None or retry_at <= now
 
     def _save(self, old: RunRecord, new: RunRecord) -> RunRecord | None:
+        if new == old:
+            return old
         try:
             return self.runs.save(new, expected_version=old.version)
         except StaleRunError:
             return None
 
-    def _release(self, record: RunRecord) -> RunRecord | None:
-        """Let go of the lease; if the run was marked dirty (or changed), look again instead."""
-        if record.dirty:
-            cleared = self._save(record, record.model_copy(update={"dirty": False}))
-            return cleared if cleared is not None else self.runs.get(record.id)
-        released = self._save(record, record.model_copy(update={"lease": None}))
-        if released is None:
-            return self.runs.get(record.id)
+    def _let_go(
+        self,
+        stored: RunRecord,
+        draft: RunRecord,
+        effects: list[Effect],
+        owner: str,
+        work: _Work,
+    ) -> tuple[RunRecord, RunRecord] | None:
+        """Save the draft without the lease; if the run was marked dirty, look again instead."""
+        if stored.dirty:
+            saved = self._save(stored, draft.model_copy(update={"dirty": False}))
+            if saved is None:
+                return self._acquire(stored.id, owner, take_over=False)
+            self._apply_effects(effects, work, driving=stored.id)
+            return saved, saved
+        saved = self._save(stored, draft.model_copy(update={"lease": None}))
+        if saved is None:
+            return self._acquire(stored.id, owner, take_over=False)
+        self._apply_effects(effects, work, driving=stored.id)
         return None
 
-    def _invoke(self, record: RunRecord, owner: str, work: _Work) -> RunRecord | None:
+    def _invoke(
+        self,
+        stored: RunRecord,
+        draft: RunRecord,
+        effects: list[Effect],
+        owner: str,
+        work: _Work,
+    ) -> tuple[RunRecord, RunRecord] | None:
+        """Save the draft with the invocation begun, dispatch it, and settle the answer."""
         now = self.clock.now_ms()
-        start, sent = begin_invocation(record, now, self.settings)
+        start, sent = begin_invocation(draft, now, self.settings)
         renewed = start.record.model_copy(
             update={"lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms)}
         )
-        saved = self._save(record, renewed)
+        saved = self._save(stored, renewed)
         if saved is None:
-            return self.runs.get(record.id)
-        self._apply_effects(start.effects, work, driving=record.id)
+            return self._acquire(stored.id, owner, take_over=False)
+        self._apply_effects([*effects, *start.effects], work, driving=stored.id)
         if sent is None:
-            return saved
+            return saved, saved
         request = build_request(saved, now, self.settings).to_wire()
         dispatcher = self.dispatchers.resolve(
             workflow_id=saved.workflow_id, tenant_script=saved.tenant_meta.tenant_script
@@ -456,21 +483,22 @@ class Engine:
             failure = DispatchError(
                 f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
             )
-        return self._settle_answer(saved.id, owner, sent, answer, failure, work)
+        return self._settle_answer(saved, owner, sent, answer, failure, work)
 
     def _settle_answer(
         self,
-        run_id: str,
+        current: RunRecord | None,
         owner: str,
         sent: SentInvocation,
         answer: tuple[int, Any] | None,
         failure: DispatchError | None,
         work: _Work,
-    ) -> RunRecord | None:
+    ) -> tuple[RunRecord, RunRecord] | None:
+        """Save the host's answer; when nothing is left to do, let go of the lease with it."""
+        run_id = current.id if current is not None else ""
         for _ in range(_MAX_RACES):
-            current = self.runs.get(run_id)
             if current is None or not self._holds(current, owner):
-                return current
+                return None
             now = self.clock.now_ms()
             if answer is not None:
                 transition = apply_response(current, answer[0], answer[1], sent, now, self.settings)
@@ -484,14 +512,24 @@ class Engine:
                     now=now,
                     settings=self.settings,
                 )
-            if not transition.changed:
-                return current
-            saved = self._save(current, transition.record)
+            new = transition.record
+            done = (
+                not current.dirty
+                and not self._wants_invocation(new, now)
+                and (new.is_terminal or not on_alarm(new, now, self.settings).changed)
+            )
+            if done:
+                new = new.model_copy(update={"lease": None})
+            saved = self._save(current, new)
             if saved is None:
+                current = self.runs.get(run_id)
                 continue
-            self._apply_effects(transition.effects, work, driving=run_id)
-            return saved
+            self._apply_effects(transition.effects, work, driving=current.id)
+            return None if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
+
+    def _holds(self, record: RunRecord, owner: str) -> bool:
+        return record.lease is not None and record.lease.owner == owner
 
 
 def _error_of(exc: RelayflowError, code: str) -> SerializedError:

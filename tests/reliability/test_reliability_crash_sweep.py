@@ -72,7 +72,7 @@ def test_the_fault_free_saga_crosses_every_service_and_ends_compensated(
 ) -> None:
     kinds = {call.split(":")[0] for call in baseline.calls}
     assert {"dynamodb", "scheduler", "host"} <= kinds
-    assert len(baseline.calls) >= 40
+    assert len(baseline.calls) >= 30  # enough crash points to cover every phase of the saga
     assert baseline.outcome.status == "compensated"
     assert baseline.outcome.error_code == "AUDIT_FAILED"
     assert baseline.outcome.compensations == (("charge", "ok"), ("reserve", "ok"))

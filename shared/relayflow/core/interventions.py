@@ -24,6 +24,7 @@ from relayflow.core.inbox import (
     wait_key,
 )
 from relayflow.core.outcome import (
+    arm,
     attached_children,
     fail_on_timeout,
     finish,
@@ -65,7 +66,7 @@ def _heartbeat(
         if rec.status == "waiting":
             rec.wake_at = compute_wake_at(rec, now)
             if rec.wake_at is not None:
-                effects = (ArmAlarm(rec.id, rec.wake_at),)
+                effects = (arm(rec, rec.wake_at),)
         return Transition(rec, effects), InjectionResult("heartbeat", wait.client_waitpoint_id)
     return Transition(record, (), changed=False), InjectionResult("heartbeat")
 

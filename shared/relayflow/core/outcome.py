@@ -84,7 +84,7 @@ def finish(
     record.reconcile_at = None
     record.cancel_request = None
     record.dispatch_retry.next_attempt_at = None
-    effects: list[Effect] = [DisarmAlarm(record.id)]
+    effects: list[Effect] = disarm(record)
     children = attached_children(record)
     if cancel_children and children:
         effects.append(CancelChildren(children, reason=cancel_reason or f"parent run {status}"))
@@ -126,8 +126,22 @@ def park(record: RunRecord, now: int) -> list[Effect]:
     record.status = "waiting"
     record.wake_at = compute_wake_at(record, now)
     if record.wake_at is None:
-        return [DisarmAlarm(record.id)]
-    return [ArmAlarm(record.id, record.wake_at)]
+        return disarm(record)
+    return [arm(record, record.wake_at)]
+
+
+def arm(record: RunRecord, wake_at: int) -> ArmAlarm:
+    """The effect arming the run's alarm at ``wake_at``; marks the alarm armed (mutates it)."""
+    record.alarm_armed = True
+    return ArmAlarm(record.id, wake_at)
+
+
+def disarm(record: RunRecord) -> list[Effect]:
+    """The effect disarming the run's alarm, if one may be armed (mutates the record)."""
+    if not record.alarm_armed:
+        return []
+    record.alarm_armed = False
+    return [DisarmAlarm(record.id)]
 
 
 def child_spec(record: RunRecord, wait: Waitpoint) -> tuple[TriggerSpec, bool]:

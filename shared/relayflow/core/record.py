@@ -130,6 +130,9 @@ class RunRecord(RecordModel):
     seen_injection_ids: list[str] = Field(default_factory=list)
     wake_at: int | None = None
     reconcile_at: int | None = None
+    #: Whether an alarm may be armed for the run: only then does ending it disarm one (a run
+    #: that never waited costs no Scheduler call).
+    alarm_armed: bool = False
     applied_metadata_ids: list[str] = Field(default_factory=list)
     positional_metadata_applied: int = 0
     compensations: list[CompensationReport] = Field(default_factory=list)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pydantic
 
-from relayflow.core.effects import ArmAlarm, Effect, Transition
+from relayflow.core.effects import Effect, Transition
 from relayflow.core.metadata import apply_updates
 from relayflow.core.outcome import (
+    arm,
     finish,
     park,
     run_again,
@@ -253,7 +254,7 @@ def dispatch_failed(
         retry.next_attempt_at = now + settings.dispatch_backoff_ms(retry.failures)
         rec.wake_at = compute_wake_at(rec, now)
         assert rec.wake_at is not None
-        return Transition(rec, (ArmAlarm(rec.id, rec.wake_at),))
+        return Transition(rec, (arm(rec, rec.wake_at),))
     attempts = retry.failures + 1
     retry.failures = 0
     suffix = f" (after {attempts} attempts)" if transient else ""

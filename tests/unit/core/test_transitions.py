@@ -60,11 +60,18 @@ def test_terminal_answers_end_the_run(body: dict, status: str, field: str, value
     run, _, effects = respond(fresh_run(), body)
     assert run.status == status
     assert run.completed_at == T0 and run.wake_at is None
-    assert DisarmAlarm("r1") in effects
+    assert not any(isinstance(e, DisarmAlarm) for e in effects)  # never armed: nothing to disarm
     if field == "output":
         assert run.output == value
     elif field:
         assert run.error is not None and run.error.code == value
+
+
+def test_a_run_that_had_an_alarm_disarms_it_when_it_ends() -> None:
+    armed = fresh_run().model_copy(update={"alarm_armed": True})
+    run, _, effects = respond(armed, {"status": "completed", "output": 1})
+    assert DisarmAlarm("r1") in effects
+    assert run.alarm_armed is False
 
 
 def test_a_sleep_parks_the_run_and_arms_the_alarm_at_its_wake_time() -> None:
@@ -72,6 +79,7 @@ def test_a_sleep_parks_the_run_and_arms_the_alarm_at_its_wake_time() -> None:
     assert run.status == "waiting"
     assert run.journal.waitpoints_registered["sleep:0"].wake_at == T0 + 600_000
     assert effects == (ArmAlarm("r1", T0 + 600_000),)
+    assert run.alarm_armed is True
 
 
 def test_a_re_registered_wait_keeps_its_first_wake_time() -> None:

@@ -32,6 +32,9 @@ class ExecutorOptions:
         checkpoint_interval_ms: After this much continuous work the invocation yields with a
             ``checkpoint:`` wait so the journal becomes durable.
         deadline_margin_ms: New work stops this long before the request's ``deadline``.
+        checkpoint_max_work: After this many pieces of live work (step attempts, polls) the
+            invocation yields too, which bounds the size of one answer and of one checkpoint
+            (a Lambda answer is capped at 6 MB; a checkpoint is written in one go).
         sleep: How to wait in process (seconds); ``None`` sleeps for real.
         step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
             first, then the id as written). A callable replaces the step function and gets
@@ -41,6 +44,7 @@ class ExecutorOptions:
     in_process_retry_threshold_ms: int = 1_000
     checkpoint_interval_ms: int = 5_000
     deadline_margin_ms: int = 0
+    checkpoint_max_work: int = 1_000
     sleep: Callable[[float], None] | None = None
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
 
@@ -82,6 +86,7 @@ class Invocation:
         self._claimed: set[str] = set()
         self._touched_prefixes: list[str] = []
         self._live_work = False
+        self._live_count = 0
         self._yielding = False
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, str], str] = {}
@@ -154,6 +159,7 @@ class Invocation:
         must run in this very invocation, or a later one would count it as interrupted.
         """
         self.check_cancel()
+        self._live_count += 1
         if not may_yield:
             self._live_work = True
             return
@@ -164,6 +170,8 @@ class Invocation:
             self.request_yield("deadline")
         if self._live_work and now - self.started_ms >= self.options.checkpoint_interval_ms:
             self.request_yield("interval")
+        if self._live_count > self.options.checkpoint_max_work:
+            self.request_yield("size")
         self._live_work = True
 
     def can_wait_in_process(self, delay_ms: int) -> bool:

@@ -179,6 +179,20 @@ def test_long_invocations_checkpoint_every_interval() -> None:
     assert harness.run()["output"] == "done"
 
 
+def test_long_invocations_checkpoint_every_so_many_steps() -> None:
+    harness = Harness("many", options=ExecutorOptions(checkpoint_max_work=3))
+
+    @workflow(id="many")
+    def body(data: Any, ctx: Any) -> Any:
+        return sum(ctx.step(f"s{i}", lambda i=i: i) for i in range(7))
+
+    first = harness.call()
+    assert waits_of(first) == ["checkpoint:1"]
+    assert first["waitpoints"][0]["meta"]["reason"] == "size"
+    assert set(first["journal"]["stepResults"]) == {"s0", "s1", "s2"}
+    assert harness.run()["output"] == 21
+
+
 def test_ctx_exposes_the_run_workflow_environment_and_services() -> None:
     @workflow(id="facts")
     def body(data: Any, ctx: Any) -> Any:

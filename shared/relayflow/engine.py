@@ -7,6 +7,7 @@ leaves a dirty mark so the holder looks again before it lets go (DESIGN §8).
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -45,10 +46,18 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
-from relayflow.ports import AlarmClock, Clock, DispatcherResolver, DriveAbandoned, RunStore
+from relayflow.ports import (
+    AlarmClock,
+    Clock,
+    DispatcherResolver,
+    DriveAbandoned,
+    RunObserver,
+    RunStore,
+)
 from relayflow.protocol import SerializedError
 
 T = TypeVar("T")
+_log = logging.getLogger("relayflow.engine")
 _MAX_RACES = 200
 
 
@@ -104,6 +113,18 @@ class Engine:
         self._workflow_timeout = workflow_timeout
         self._owner = owner or f"drv_{secrets.token_hex(6)}"
         self._drives = itertools.count(1)
+        self._observers: list[RunObserver] = []
+
+    def add_observer(self, observer: RunObserver) -> None:
+        """Tell ``observer`` about every save of a run from now on (metrics, logs)."""
+        self._observers.append(observer)
+
+    def _observe(self, before: RunRecord | None, after: RunRecord) -> None:
+        for observer in self._observers:
+            try:
+                observer.on_saved(before, after)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
 
     @property
     def owner(self) -> str:
@@ -131,6 +152,7 @@ class Engine:
         except RunAlreadyExistsError as exc:
             existing: RunRecord = exc.existing
             return existing, False
+        self._observe(None, stored)
         if drive:
             self._run(_Work([stored.id]))
         return self._load(stored.id), True
@@ -239,6 +261,7 @@ class Engine:
                 saved = self.runs.save(new, expected_version=record.version)
             except StaleRunError:
                 continue
+            self._observe(record, saved)
             self._apply_effects(transition.effects, work)
             return saved, extra
         raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
@@ -285,10 +308,11 @@ class Engine:
             self._child_exists(effect, existing, work)
             return
         try:
-            self.runs.try_insert(child)
+            inserted = self.runs.try_insert(child)
         except RunAlreadyExistsError as exc:
             self._child_exists(effect, exc.existing, work)
             return
+        self._observe(None, inserted)
         work.add(spec.run_id)
 
     def _child_exists(self, effect: StartChild, existing: RunRecord, work: _Work) -> None:
@@ -422,9 +446,11 @@ class Engine:
         if new == old:
             return old
         try:
-            return self.runs.save(new, expected_version=old.version)
+            saved = self.runs.save(new, expected_version=old.version)
         except StaleRunError:
             return None
+        self._observe(old, saved)
+        return saved
 
     def _let_go(
         self,

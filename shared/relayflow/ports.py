@@ -142,3 +142,9 @@ class RunWatcher(Protocol):
         Returns True when it did, False when ``timeout_s`` passed first.
         """
         ...
+
+
+class RunObserver(Protocol):
+    """Told about every save of a run (metrics, logs); must not raise or block."""
+
+    def on_saved(self, before: RunRecord | None, after: RunRecord) -> None: ...

@@ -43,6 +43,7 @@ from relayflow.api.routes import health as health_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
 from relayflow.errors import RelayflowError
+from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth
 
 SECURITY_SCHEME = "bearerAuth"
@@ -274,6 +275,9 @@ def create_app(
     # must never reach the logs, whatever level the function runs at.
     logging.getLogger("aws_lambda_powertools.event_handler").setLevel(logging.INFO)
     metrics = metrics or EmfMetrics()
+    engine = getattr(driver, "engine", None)
+    if engine is not None:
+        engine.add_observer(RunMetrics(metrics))
     app = RelayflowResolver(
         auth=auth, metrics=metrics, logger=logger, cors=cors, max_body_bytes=max_body_bytes
     )

@@ -22,6 +22,7 @@ from relayflow.api.settings import ApiSettings
 from relayflow.config import Settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
+from relayflow.observability import RunMetrics
 
 T = TypeVar("T")
 Handler = Callable[[Any, Any], Any]
@@ -98,8 +99,8 @@ def make_drive_handler(
 ) -> Handler:
     """The drive function: ``{"runId", "wakeAt"}`` from an alarm or a hand-off (or an SQS
     batch of them) drives that run."""
-    driver = Lazy(factory)
     sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
+    driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
         payloads = _drive_payloads(event)
@@ -122,16 +123,28 @@ def make_drive_handler(
     return handler
 
 
-def make_sweeper_handler(factory: Callable[[], WorkflowDriver]) -> Handler:
+def make_sweeper_handler(
+    factory: Callable[[], WorkflowDriver], *, metrics: MetricsSink | None = None
+) -> Handler:
     """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver)."""
-    driver = Lazy(factory)
+    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-sweeper"))
+    driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
-        swept = driver.get().engine.sweep()
+        try:
+            swept = driver.get().engine.sweep()
+        finally:
+            sink.get().flush()
         _log.info("sweep finished", extra={"runs": len(swept)})
         return {"swept": swept}
 
     return handler
+
+
+def _observed(driver: WorkflowDriver, sink: MetricsSink) -> WorkflowDriver:
+    """``driver`` with its engine counting run ends and step retries into ``sink``."""
+    driver.engine.add_observer(RunMetrics(sink))
+    return driver
 
 
 def _drive_payloads(event: Any) -> list[Mapping[str, Any]]:

@@ -1,7 +1,8 @@
 """Counters the HTTP API emits (EMF through Powertools Metrics, namespace ``relayflow``).
 
-The API counts what it sees: events received/matched/skipped/rejected, runs triggered and
-runs it observes finishing. A recording sink lets tests assert the counts.
+The API counts what it sees: events received/matched/skipped/rejected and runs triggered;
+runs ending and steps retried are counted from the engine's saves (``RunMetrics``), in
+whichever function drives them. A recording sink lets tests assert the counts.
 """
 
 from __future__ import annotations
@@ -12,17 +13,40 @@ from typing import Protocol
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from relayflow.observability import (
+    RUNS_CANCELLED,
+    RUNS_COMPENSATED,
+    RUNS_COMPLETED,
+    RUNS_FAILED,
+    RUNS_TRIGGERED,
+    STEPS_RETRIED,
+)
+
 NAMESPACE = "relayflow"
 
 EVENTS_RECEIVED = "events.received"
 EVENTS_MATCHED = "events.matched"
 EVENTS_SKIPPED = "events.skipped"
 EVENTS_REJECTED = "events.rejected"
-RUNS_TRIGGERED = "runs.triggered"
-RUNS_COMPLETED = "runs.completed"
-RUNS_FAILED = "runs.failed"
-STEPS_RETRIED = "steps.retried"
 ALARMS_FIRED = "alarms.fired"
+
+__all__ = [
+    "ALARMS_FIRED",
+    "COUNTERS",
+    "EVENTS_MATCHED",
+    "EVENTS_RECEIVED",
+    "EVENTS_REJECTED",
+    "EVENTS_SKIPPED",
+    "RUNS_CANCELLED",
+    "RUNS_COMPENSATED",
+    "RUNS_COMPLETED",
+    "RUNS_FAILED",
+    "RUNS_TRIGGERED",
+    "STEPS_RETRIED",
+    "EmfMetrics",
+    "MetricsSink",
+    "RecordingMetrics",
+]
 
 #: Every counter name relayflow emits.
 COUNTERS: tuple[str, ...] = (
@@ -33,6 +57,8 @@ COUNTERS: tuple[str, ...] = (
     RUNS_TRIGGERED,
     RUNS_COMPLETED,
     RUNS_FAILED,
+    RUNS_CANCELLED,
+    RUNS_COMPENSATED,
     STEPS_RETRIED,
     ALARMS_FIRED,
 )

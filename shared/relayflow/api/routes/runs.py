@@ -51,13 +51,6 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ctx.logger.append_keys(run_id=run.id, workflow_id=run.workflow_id)
         return run
 
-    def count_end(status: str) -> None:
-        """Count a run this request saw finish."""
-        if status == "completed":
-            ctx.metrics.count(m.RUNS_COMPLETED)
-        elif status in ("failed", "compensation_failed"):
-            ctx.metrics.count(m.RUNS_FAILED)
-
     def wait_for_settle(run: RunDetail, wait_ms: int) -> RunDetail:
         """Re-read the run until it waits or ends, for at most ``wait_ms``."""
         budget = min(wait_ms, MAX_WAIT_MS, ctx.wait.max_wait_ms)
@@ -102,7 +95,6 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             ctx.metrics.count(m.RUNS_TRIGGERED)
             if body.wait_ms > 0:
                 run = wait_for_settle(run, body.wait_ms)
-            count_end(run.status)
         return Response(
             status_code=201 if created else 200,
             content_type=content_types.APPLICATION_JSON,
@@ -185,13 +177,10 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     ) -> RunView:
         request = body or CancelRunRequest()
         run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
-        count_end(run.status)
         return run_view(run)
 
     def delivered(delivery: Delivery) -> InjectionView:
         observe(delivery.run)
-        if delivery.status == "resolved":
-            count_end(delivery.run.status)
         return injection_view(delivery)
 
     injection_responses = declare(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from examples.order_saga import fulfil_order, print_label
-from relayflow.local.transitions_log import TransitionLoggingRunStore
+from relayflow.local.transitions_log import TransitionLog
 from relayflow.testing import WorkflowTestEnv
 
 SHIPMENT = {"orderId": "o-1", "carrier": "UPS", "trackingNumber": "1Z"}
@@ -12,7 +12,7 @@ SHIPMENT = {"orderId": "o-1", "carrier": "UPS", "trackingNumber": "1Z"}
 def logged_env() -> tuple[WorkflowTestEnv, list[str]]:
     env = WorkflowTestEnv(workflows=[fulfil_order, print_label])
     lines: list[str] = []
-    env.engine.runs = TransitionLoggingRunStore(env.engine.runs, lines.append, env.now)
+    env.engine.add_observer(TransitionLog(lines.append, env.now))
     return env, lines
 
 

@@ -31,7 +31,7 @@ from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
 from relayflow.local.scheduler import LocalScheduler
-from relayflow.local.transitions_log import TransitionLoggingRunStore
+from relayflow.local.transitions_log import TransitionLog
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -206,10 +206,8 @@ class DevStack:
         # Without ``on_due``, a run due now is handed to the drive function with an
         # asynchronous invoke, exactly as deployed; the local Lambda client runs it.
         driver = build_aws_driver(self.settings, clients=clients)
-        # Every insert and conditional save goes through the engine's store: wrapping it
-        # gives the console one line per run transition.
-        engine = driver.engine
-        engine.runs = TransitionLoggingRunStore(engine.runs, self._log, _now_ms)
+        # The engine reports every insert and save: the console gets one line per transition.
+        driver.engine.add_observer(TransitionLog(self._log, _now_ms))
         return driver
 
     def _register_manifest(self, driver: WorkflowDriver) -> None:

@@ -1,4 +1,4 @@
-"""One readable console line per run transition, from a run store wrapped by the local stack.
+"""One readable console line per run transition, from the engine's saves (a run observer).
 
 The wrapper sees every insert and conditional save; it prints a line when a run's status or
 the step/wait it is at changes (lease-only saves stay quiet).
@@ -10,11 +10,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from relayflow.cli.render import compact_json, format_duration
 from relayflow.core.record import RunRecord
-from relayflow.ports import RunPage, RunQuery, RunStore
 
 #: Runs whose last line is remembered (the oldest are forgotten first).
 _REMEMBERED_RUNS = 10_000
@@ -62,51 +60,23 @@ def describe_position(record: RunRecord, now_ms: int) -> str:
     return ""
 
 
-class TransitionLoggingRunStore:
-    """A :class:`~relayflow.ports.RunStore` that reports run transitions to ``write``.
+class TransitionLog:
+    """A run observer (``Engine.add_observer``) that reports run transitions to ``write``.
 
     Args:
-        inner: The real store; every call is passed through unchanged.
         write: Receives one line per transition (without a newline).
         now_ms: Wall clock for the line's time stamp.
     """
 
-    def __init__(
-        self, inner: RunStore, write: Callable[[str], None], now_ms: Callable[[], int]
-    ) -> None:
-        self._inner = inner
+    def __init__(self, write: Callable[[str], None], now_ms: Callable[[], int]) -> None:
         self._write = write
         self._now_ms = now_ms
         self._last: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
-        # Optional capabilities of the inner store (``wait_for_change``...) stay reachable.
-        return getattr(self._inner, name)
-
-    def get(self, run_id: str) -> RunRecord | None:
-        """Pass-through."""
-        return self._inner.get(run_id)
-
-    def try_insert(self, record: RunRecord) -> RunRecord:
-        """Pass-through, then report the new run."""
-        stored = self._inner.try_insert(record)
-        self._report(stored)
-        return stored
-
-    def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
-        """Pass-through, then report the change if it is visible."""
-        saved = self._inner.save(record, expected_version=expected_version)
-        self._report(saved)
-        return saved
-
-    def list_runs(self, query: RunQuery) -> RunPage:
-        """Pass-through."""
-        return self._inner.list_runs(query)
-
-    def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
-        """Pass-through."""
-        return self._inner.due_runs(before_ms, limit)
+    def on_saved(self, before: RunRecord | None, after: RunRecord) -> None:
+        """Report ``after`` if its status or position changed since the last line."""
+        self._report(after)
 
     def _report(self, record: RunRecord) -> None:
         now = self._now_ms()

@@ -24,8 +24,10 @@ QUICK_SIZES = (10, 100, 1_000)
 SLEEPY_STEPS = 100
 #: Write units per step allowed for small outputs.
 MAX_WRITE_UNITS_PER_STEP = 2.0
-#: How much the marginal write units per step may move between two run lengths.
+#: How much the marginal write units per step may move between two run lengths: 10%, or
+#: 0.1 WU when the margins are that small (a ratio of near-zero numbers means nothing).
 CONSTANT_TOLERANCE = 0.10
+CONSTANT_FLOOR_WU = 0.10
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,9 @@ def rows(result: RequestsResult) -> list[Row]:
     seq = [r for r in result.sequential if r.status == "completed"]
     if len(seq) >= 3:
         margins = [marginal_units(a, b) for a, b in itertools.pairwise(seq)]
+        spread_wu = max(margins) - min(margins)
         spread = max(margins) / min(margins) - 1 if min(margins) > 0 else float("inf")
+        constant = spread <= CONSTANT_TOLERANCE or spread_wu <= CONSTANT_FLOOR_WU
         labels = ", ".join(
             f"{a.steps:,}->{b.steps:,}: {m:.2f}"
             for (a, b), m in zip(itertools.pairwise(seq), margins, strict=True)
@@ -179,8 +183,8 @@ def rows(result: RequestsResult) -> list[Row]:
                 FIGURE,
                 "marginal WU per added step",
                 labels,
-                f"constant (within {CONSTANT_TOLERANCE:.0%})",
-                verdict(spread <= CONSTANT_TOLERANCE),
+                f"constant (within {CONSTANT_TOLERANCE:.0%} or {CONSTANT_FLOOR_WU} WU)",
+                verdict(constant),
             )
         )
     never_waits = [*result.sequential]

@@ -57,8 +57,8 @@ def fault_free(module_cluster: Cluster) -> Outcome:
 
 
 BOTO_RETRIED = [
-    ("dynamodb:TransactWriteItems", "ProvisionedThroughputExceededException", 400),
-    ("dynamodb:TransactWriteItems", "ThrottlingException", 400),
+    ("dynamodb:PutItem", "ProvisionedThroughputExceededException", 400),
+    ("dynamodb:PutItem", "ThrottlingException", 400),
     ("dynamodb:Query", "InternalServerError", 500),
     ("dynamodb:Query", "ServiceUnavailable", 503),
     ("scheduler:CreateSchedule", "ThrottlingException", 429),
@@ -92,7 +92,7 @@ def test_a_short_burst_is_absorbed_by_botocore_retries_with_backoff(
 @pytest.mark.parametrize(
     ("operation", "code", "status"),
     [
-        ("dynamodb:TransactWriteItems", "ThrottlingException", 400),
+        ("dynamodb:PutItem", "ThrottlingException", 400),
         ("dynamodb:Query", "InternalServerError", 500),
         ("scheduler:CreateSchedule", "ThrottlingException", 429),
     ],

@@ -1,126 +1,219 @@
-"""How a run record is laid out in DynamoDB items: one header and one item per growing entry.
+"""How a run record is laid out in DynamoDB: a small header and "parts" stored in pages.
 
-A record document is split into a small header (everything but the growing collections) and
-"parts": one per journal entry, metadata key, stream chunk, applied id... so that a checkpoint
-writes only the parts that changed and no item grows with the run.
+A record splits into its header document (everything but the growing collections) and parts:
+one per journal entry, metadata key, stream chunk, applied id... A save writes only the parts
+that changed, several to an item (see ``run_pages``), so no item grows with the run and a
+checkpoint costs about the bytes it adds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import operator
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
+import pydantic_core
+
+from relayflow.core.record import RunRecord
+
 HEADER_SK = "#run"
-PART_PREFIX = "p#"
-BUNDLE_PREFIX = "b#"
 #: Largest item relayflow writes (DynamoDB's limit is 400 KB; keys and attributes add a bit).
 ITEM_BUDGET = 350_000
-#: Values whose JSON is larger than this go to the payload store from a part item.
+#: Values whose JSON is larger than this go to the payload store instead of a page.
 VALUE_BUDGET = ITEM_BUDGET - 2_000
-_LONG_KEY = 200
+#: Header fields whose JSON is larger than this go to the payload store (when there is one):
+#: the header is rewritten by every save, a stored reference costs nothing to rewrite.
+FIELD_BUDGET = 32 * 1024
 
-# (section code, path in the document) of collections split into one part per entry.
-DICT_SECTIONS: dict[str, tuple[str, ...]] = {
-    "step": ("journal", "stepResults"),
-    "wres": ("journal", "waitpointsResolved"),
-    "wreg": ("journal", "waitpointsRegistered"),
-    "comp": ("journal", "compensationsRun"),
-    "meta": ("journal", "metadataState"),
-    "strc": ("journal", "streamsCompleted"),
-}
+# Collections split into one part per entry: (section code, attribute, alias).
+DICT_SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("step", "step_results", "stepResults"),
+    ("wres", "waitpoints_resolved", "waitpointsResolved"),
+    ("wreg", "waitpoints_registered", "waitpointsRegistered"),
+    ("comp", "compensations_run", "compensationsRun"),
+    ("meta", "metadata_state", "metadataState"),
+    ("strc", "streams_completed", "streamsCompleted"),
+)
 # Append-only lists: one part per position.
-LIST_SECTIONS: dict[str, str] = {"chld": "children", "crep": "compensations"}
+LIST_SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("chld", "children", "children"),
+    ("crep", "compensations", "compensations"),
+)
 # Lists trimmed or consumed anywhere: one part per element, keyed by the element (or its
-# ``id``), so dropping the oldest entries deletes those parts instead of shifting the rest.
-KEYED_SECTIONS: dict[str, tuple[str, str | None]] = {
-    "amid": ("appliedMetadataIds", None),
-    "seen": ("seenInjectionIds", None),
-    "inbx": ("inbox", "id"),
-}
+# ``id``), so dropping the oldest entries removes those parts instead of shifting the rest.
+KEYED_SECTIONS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("amid", "applied_metadata_ids", "appliedMetadataIds", None),
+    ("seen", "seen_injection_ids", "seenInjectionIds", None),
+    ("inbx", "inbox", "inbox", "id"),
+)
 STREAM_HEAD = "strh"
 STREAM_CHUNK = "strk"
+#: The group of both stream sections.
+STREAMS = "strm"
+_DICT_CODES = frozenset(section for section, _, _ in DICT_SECTIONS)
+_LIST_CODES = frozenset(section for section, _, _ in LIST_SECTIONS)
+_KEYED_IDS = {section: id_field for section, _, _, id_field in KEYED_SECTIONS}
 
 PartId = tuple[str, str]
 
+#: What the header document leaves out (the parts, and the version, an attribute of its own).
+HEADER_EXCLUDE: dict[str, Any] = {
+    "version": True,
+    "journal": {attr: True for _, attr, _ in DICT_SECTIONS},
+    "streams": True,
+    **{attr: True for _, attr, _ in LIST_SECTIONS},
+    **{attr: True for _, attr, _, _ in KEYED_SECTIONS},
+}
+#: The record attribute of each header document key.
+FIELD_OF_KEY: dict[str, str] = {
+    (info.alias or name): name for name, info in RunRecord.model_fields.items()
+}
+
+
+def encode(value: Any) -> bytes:
+    """Compact JSON of a stored value (models by alias), as UTF-8."""
+    return pydantic_core.to_json(value, by_alias=True)
+
 
 def encode_json(value: Any) -> str:
-    """Compact JSON text of a stored value."""
+    """Compact JSON text of a plain JSON value."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def digest(text: str) -> str:
+def digest(data: bytes) -> bytes:
     """A short content hash deciding whether a part changed."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def part_sk(part: PartId) -> str:
-    """The sort key of a part item (long keys are hashed to stay well under 1 KB)."""
-    section, key = part
-    if len(key.encode("utf-8")) > _LONG_KEY:
-        key = "~" + hashlib.sha256(key.encode("utf-8")).hexdigest()
-    return f"{PART_PREFIX}{section}#{key}"
+def header_json(record: RunRecord, skip: Iterable[str] = ()) -> bytes:
+    """The header document of ``record`` as JSON, without the top-level keys in ``skip``."""
+    exclude = dict(HEADER_EXCLUDE)
+    for key in skip:
+        exclude[FIELD_OF_KEY.get(key, key)] = True
+    return pydantic_core.to_json(record, by_alias=True, exclude=exclude)
 
 
-def bundle_sk(version: int, index: int) -> str:
-    """The sort key of the ``index``-th bundle item written at ``version``."""
-    return f"{BUNDLE_PREFIX}{version:012d}#{index:04d}"
+def sources(record: RunRecord) -> Iterator[tuple[str, Any]]:
+    """Each group of parts of ``record`` with the collection it comes from.
 
-
-def split_document(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[PartId, str]]:
-    """Split a record document into its header document and its parts (as JSON text).
-
-    The header keeps every field but the split collections, which it holds empty.
+    A group is a section, or both stream sections (from ``streams``).
     """
-    header = dict(doc)
-    journal = dict(header.get("journal") or {})
-    header["journal"] = journal
-    parts: dict[PartId, str] = {}
-    for section, (_, name) in DICT_SECTIONS.items():
-        entries = journal.get(name) or {}
-        journal[name] = {}
-        for key, value in entries.items():
-            parts[(section, str(key))] = encode_json(value)
-    for section, name in LIST_SECTIONS.items():
-        items = header.get(name) or []
-        header[name] = []
-        for index, value in enumerate(items):
-            parts[(section, f"{index:09d}")] = encode_json(value)
-    for section, (name, id_field) in KEYED_SECTIONS.items():
-        items = header.get(name) or []
-        header[name] = []
+    journal = record.journal
+    for section, attr, _ in DICT_SECTIONS:
+        yield section, getattr(journal, attr)
+    for section, attr, _ in LIST_SECTIONS:
+        yield section, getattr(record, attr)
+    for section, attr, _, _ in KEYED_SECTIONS:
+        yield section, getattr(record, attr)
+    yield STREAMS, record.streams
+
+
+def group_of(section: str) -> str:
+    """The group (see :func:`sources`) a section belongs to."""
+    return STREAMS if section in (STREAM_HEAD, STREAM_CHUNK) else section
+
+
+def same_objects(new: Any, old: Any) -> bool:
+    """True when two collections hold the very same objects in the same places.
+
+    Compares identities only (at C speed; lists inside a dict are compared the same way): a
+    collection that passes holds nothing new, as entries are replaced, never edited in place.
+    """
+    if new is old:
+        return True
+    if len(new) != len(old):
+        return False
+    if isinstance(new, dict):
+        if list(new) != list(old):
+            return False
+        if all(map(operator.is_, new.values(), old.values())):
+            return True
+        return all(
+            isinstance(a, list) and isinstance(b, list) and same_objects(a, b)
+            for a, b in zip(new.values(), old.values(), strict=True)
+        )
+    return all(map(operator.is_, new, old))
+
+
+def extends(new: Any, old: Any) -> bool:
+    """True when a dict or list of entries starts with exactly the objects of ``old`` (so only
+    what follows them can be new)."""
+    count = len(old)
+    if len(new) < count or not isinstance(new, type(old)):
+        return False
+    if isinstance(new, dict):
+        return list(itertools.islice(new, count)) == list(old) and all(
+            map(operator.is_, itertools.islice(new.values(), count), old.values())
+        )
+    return all(map(operator.is_, itertools.islice(new, count), old))
+
+
+def tail_parts(group: str, source: Any, start: int) -> Iterator[tuple[PartId, Any]] | None:
+    """The parts of a group from its ``start``-th entry on, or None for groups whose part keys
+    depend on the entries before (keyed lists, streams)."""
+    if group in _DICT_CODES:
+        return (
+            ((group, str(key)), value)
+            for key, value in itertools.islice(source.items(), start, None)
+        )
+    if group in _LIST_CODES:
+        return (
+            ((group, f"{index:09d}"), value)
+            for index, value in enumerate(itertools.islice(source, start, None), start)
+        )
+    return None
+
+
+def group_parts(group: str, source: Any) -> Iterator[tuple[PartId, Any]]:
+    """The parts of one group (see :func:`sources`) with the objects they hold."""
+    if group in _DICT_CODES:
+        for key, value in source.items():
+            yield (group, str(key)), value
+    elif group in _LIST_CODES:
+        for index, value in enumerate(source):
+            yield (group, f"{index:09d}"), value
+    elif group in _KEYED_IDS:
+        id_field = _KEYED_IDS[group]
         seen: dict[str, int] = {}
-        for value in items:
-            raw = value.get(id_field) if id_field and isinstance(value, dict) else value
-            key = raw if isinstance(raw, str) else encode_json(raw)
+        for value in source:
+            if id_field is None:
+                raw = value
+            elif isinstance(value, dict):
+                raw = value.get(id_field)
+            else:
+                raw = getattr(value, id_field, None)
+            key = raw if isinstance(raw, str) else encode(raw).decode("utf-8")
             count = seen.get(key, 0)
             seen[key] = count + 1
-            parts[(section, key if count == 0 else f"{key}#dup{count}")] = encode_json(value)
-    streams = header.get("streams") or {}
-    header["streams"] = {}
-    for stream_id, chunks in streams.items():
-        parts[(STREAM_HEAD, str(stream_id))] = "null"
-        for index, chunk in enumerate(chunks):
-            parts[(STREAM_CHUNK, encode_json([stream_id, index]))] = encode_json(chunk)
-    return header, parts
+            yield (group, key if count == 0 else f"{key}#dup{count}"), value
+    else:
+        for stream_id, chunks in source.items():
+            yield (STREAM_HEAD, str(stream_id)), None
+            for index, chunk in enumerate(chunks):
+                yield (STREAM_CHUNK, encode_json([stream_id, index])), chunk
 
 
-def join_document(
-    header: dict[str, Any], parts: Iterable[tuple[PartId, int, Any]]
-) -> dict[str, Any]:
-    """Rebuild a record document from its header and ``(part, ordinal, value)`` triples."""
+def iter_parts(record: RunRecord) -> Iterator[tuple[PartId, Any]]:
+    """Every part of ``record`` with the object it holds (not encoded)."""
+    for group, source in sources(record):
+        yield from group_parts(group, source)
+
+
+def join_document(header: dict[str, Any], parts: Iterable[tuple[PartId, Any]]) -> dict[str, Any]:
+    """Rebuild a record document from its header and ``(part, value)`` pairs in stored order."""
     doc = dict(header)
     journal = dict(doc.get("journal") or {})
     doc["journal"] = journal
-    dicts: dict[str, dict[str, Any]] = {section: {} for section in DICT_SECTIONS}
-    lists: dict[str, list[tuple[int, Any]]] = {section: [] for section in LIST_SECTIONS}
-    keyed: dict[str, list[Any]] = {section: [] for section in KEYED_SECTIONS}
-    heads: list[tuple[int, str]] = []
+    dicts: dict[str, dict[str, Any]] = {section: {} for section, _, _ in DICT_SECTIONS}
+    lists: dict[str, list[tuple[int, Any]]] = {section: [] for section, _, _ in LIST_SECTIONS}
+    keyed: dict[str, list[Any]] = {section: [] for section, _, _, _ in KEYED_SECTIONS}
+    heads: list[str] = []
     chunks: dict[str, list[tuple[int, Any]]] = {}
-    for (section, key), ordinal, value in sorted(parts, key=lambda p: p[1]):
+    for (section, key), value in parts:
         if section in dicts:
             dicts[section][key] = value
         elif section in lists:
@@ -128,41 +221,53 @@ def join_document(
         elif section in keyed:
             keyed[section].append(value)
         elif section == STREAM_HEAD:
-            heads.append((ordinal, key))
+            heads.append(key)
         elif section == STREAM_CHUNK:
             stream_id, index = json.loads(key)
             chunks.setdefault(str(stream_id), []).append((int(index), value))
-    for section, (_, name) in DICT_SECTIONS.items():
-        journal[name] = dicts[section]
-    for section, name in LIST_SECTIONS.items():
-        doc[name] = [value for _, value in sorted(lists[section], key=lambda p: p[0])]
-    for section, (name, _) in KEYED_SECTIONS.items():
-        doc[name] = keyed[section]
-    streams: dict[str, list[Any]] = {stream_id: [] for _, stream_id in sorted(heads)}
+    for section, _, alias in DICT_SECTIONS:
+        journal[alias] = dicts[section]
+    for section, _, alias in LIST_SECTIONS:
+        doc[alias] = [value for _, value in sorted(lists[section], key=lambda p: p[0])]
+    for section, _, alias, _ in KEYED_SECTIONS:
+        doc[alias] = keyed[section]
+    streams: dict[str, list[Any]] = {stream_id: [] for stream_id in heads}
     for stream_id, entries in chunks.items():
         streams[stream_id] = [value for _, value in sorted(entries, key=lambda p: p[0])]
     doc["streams"] = streams
     return doc
 
 
-@dataclass
-class PartState:
-    """What the store knows is written for one part."""
+def detached(record: RunRecord) -> RunRecord:
+    """A copy of ``record`` that its holder may change without touching ``record``.
 
-    hash: str
-    ordinal: int
-    ref: str | None = None
-    deleted: bool = False
-
-
-@dataclass
-class Snapshot:
-    """The stored layout of one run at one version (what a save is diffed against)."""
-
-    version: int
-    parts: dict[PartId, PartState] = field(default_factory=dict)
-    next_ordinal: int = 0
-    bundle_sks: list[str] = field(default_factory=list)
+    The header fields are copied deeply and the collections one level deep: their entries
+    (journal entries, inbox items, chunks...) and the input and output are shared, as the
+    core shares them (a change replaces an entry, never edits it in place).
+    """
+    journal = record.journal
+    shell = record.model_copy(
+        update={
+            "journal": journal.model_copy(update={attr: {} for _, attr, _ in DICT_SECTIONS}),
+            "input": None,
+            "output": None,
+            "streams": {},
+            **{attr: [] for _, attr, _ in LIST_SECTIONS},
+            **{attr: [] for _, attr, _, _ in KEYED_SECTIONS},
+        }
+    ).model_copy(deep=True)
+    shell.journal = shell.journal.model_copy(
+        update={attr: dict(getattr(journal, attr)) for _, attr, _ in DICT_SECTIONS}
+    )
+    return shell.model_copy(
+        update={
+            "input": record.input,
+            "output": record.output,
+            "streams": {key: list(chunks) for key, chunks in record.streams.items()},
+            **{attr: list(getattr(record, attr)) for _, attr, _ in LIST_SECTIONS},
+            **{attr: list(getattr(record, attr)) for _, attr, _, _ in KEYED_SECTIONS},
+        }
+    )
 
 
 # ---- DynamoDB attribute values and item sizes --------------------------------------------------

@@ -1,0 +1,144 @@
+"""A run's header item: its listing and index attributes, the compressed header document, and
+the header fields too large to rewrite on every save, held in the payload store.
+
+A field still holding the object stored last keeps its payload reference without being
+encoded again, so a large input or output is uploaded once, not by every save.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import zlib
+from typing import Any
+
+from relayflow.adapters.aws import run_items as ri
+from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws.run_queries import time_key, wake_shard
+from relayflow.adapters.aws.run_state import RunState, StoredField
+from relayflow.core.record import RunRecord
+from relayflow.errors import ValidationError
+from relayflow.ports import PayloadStore
+
+#: Largest compressed header document kept in the header item.
+HEADER_BUDGET = ri.ITEM_BUDGET - 10_000
+_MISSING = object()
+
+
+class HeaderCodec:
+    """Builds and reads header items.
+
+    Args:
+        payloads: Holds header fields over ``run_items.FIELD_BUDGET`` (without one they stay
+            in the item while it fits).
+    """
+
+    def __init__(self, payloads: PayloadStore | None) -> None:
+        self._payloads = payloads
+
+    def document(self, record: RunRecord, old: RunState) -> tuple[bytes, dict[str, StoredField]]:
+        """The compressed header document of ``record`` and its fields in the payload store."""
+        fields: dict[str, StoredField] = {}
+        for key, stored in old.fields.items():
+            if getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING) is stored.obj:
+                fields[key] = stored
+        data = ri.header_json(record, fields)
+        if len(data) > ri.FIELD_BUDGET and self._payloads is not None:
+            doc: dict[str, Any] = json.loads(data)
+            for key, value in list(doc.items()):
+                encoded = ri.encode(value)
+                if len(encoded) <= ri.FIELD_BUDGET:
+                    continue
+                hashed = ri.digest(encoded)
+                prior = old.fields.get(key)
+                ref = (
+                    prior.ref
+                    if prior is not None and prior.digest == hashed
+                    else self._payloads.put(encoded)
+                )
+                obj = getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING)
+                fields[key] = StoredField(obj, hashed, ref)
+                del doc[key]
+            data = ri.encode(doc)
+        packed = zlib.compress(data)
+        if len(packed) > HEADER_BUDGET:
+            raise ValidationError(
+                f"run {record.id} has a header of {len(data)} bytes, too large for a DynamoDB "
+                "item; configure a payload store"
+            )
+        return packed, fields
+
+    def item(
+        self,
+        record: RunRecord,
+        packed: bytes,
+        state: RunState,
+        expires: int | None,
+    ) -> dict[str, Any]:
+        """The header item of ``record`` at ``state`` (its head, fields and expiry mark)."""
+        item: dict[str, Any] = {
+            t.PK: ri.s(record.id),
+            t.SK: ri.s(ri.HEADER_SK),
+            "runId": ri.s(record.id),
+            "workflowId": ri.s(record.workflow_id),
+            "status": ri.s(record.status),
+            "environment": ri.s(record.environment),
+            "tags": {"L": [ri.s(tag) for tag in record.tags]},
+            "startedAt": ri.n(record.started_at),
+            "version": ri.n(record.version),
+            t.TIME_KEY: ri.s(time_key(record.started_at, record.id)),
+            t.WORKFLOW_KEY: ri.s(record.workflow_id),
+            t.STATUS_KEY: ri.s(record.status),
+            t.ENVIRONMENT_KEY: ri.s(record.environment),
+            "z": {"B": packed},
+            # Tells this write from any other, so a retried request can recognise its own.
+            "w": ri.s(secrets.token_hex(4)),
+        }
+        if state.fields:
+            item["refs"] = {"M": {key: ri.s(f.ref) for key, f in state.fields.items()}}
+        if state.head is not None:
+            item["head"] = ri.s(state.head)
+        if record.wake_at is not None:
+            item[t.WAKE_SHARD_KEY] = ri.s(wake_shard(record.id))
+            item[t.WAKE_AT] = ri.n(record.wake_at)
+        if expires is not None:
+            item[t.TTL_ATTRIBUTE] = ri.n(expires)
+        if state.expiry_pending:
+            item["xp"] = {"BOOL": True}
+        return item
+
+    def read(self, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, str]]]:
+        """The header document of a header item, and its fields held in the payload store
+        (content hash and reference, by document key)."""
+        if "z" not in header:
+            raise ValidationError(
+                f"run {header.get('runId', {}).get('S')} is stored in a layout this version "
+                "of relayflow does not read (written before pages); finish it with the "
+                "version that started it"
+            )
+        doc: dict[str, Any] = json.loads(zlib.decompress(bytes(header["z"]["B"])))
+        fields: dict[str, tuple[bytes, str]] = {}
+        for key, ref in header.get("refs", {}).get("M", {}).items():
+            data = self._payload_store().get(ref["S"])
+            doc[key] = json.loads(data)
+            fields[key] = (ri.digest(data), ref["S"])
+        doc["version"] = int(header["version"]["N"])
+        return doc, fields
+
+    def record(self, header: dict[str, Any]) -> RunRecord:
+        """The record of a header item alone (its per-entry collections empty)."""
+        return RunRecord.from_document(ri.join_document(self.read(header)[0], []))
+
+    def stored_fields(
+        self, record: RunRecord, fields: dict[str, tuple[bytes, str]]
+    ) -> dict[str, StoredField]:
+        """What the store remembers of the fields :meth:`read` found in the payload store."""
+        return {
+            key: StoredField(getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING), hashed, ref)
+            for key, (hashed, ref) in fields.items()
+        }
+
+    def _payload_store(self) -> PayloadStore:
+        if self._payloads is None:
+            raise ValidationError("this run has values in the payload store; configure one")
+        return self._payloads

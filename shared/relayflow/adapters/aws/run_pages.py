@@ -1,0 +1,173 @@
+"""Pages: the items holding a run's parts, several to an item, compressed.
+
+Each save that changes parts first writes a "page set" (one or more page items) under a
+commit id of its own, then the header that names it (``head``). Every set names the one
+before it (``prev``), so walking back from the header reaches exactly the committed sets;
+anything else in the partition (a write that lost its race or died before its header) is
+ignored. A set without ``prev`` holds every live part (written when a run starts paging or
+is compacted).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from relayflow.adapters.aws import run_items as ri
+from relayflow.adapters.aws import tables as t
+
+PAGE_PREFIX = "g#"
+#: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
+PAGE_BUDGET = 256 * 1024
+#: The framing an entry adds to a page besides its value (brackets, quotes, commas).
+ENTRY_FRAMING = 10
+
+#: A part written in a page: its JSON value, or a payload-store reference, or neither when
+#: the part was removed.
+Written = tuple[ri.PartId, bytes | None, str | None]
+
+
+def commit_id(version: int, token: str) -> str:
+    """The id of the page set written by the save that makes ``version`` (one per attempt)."""
+    return f"{version:012d}.{token}"
+
+
+def commit_version(commit: str) -> int:
+    """The version a commit id was written for."""
+    return int(commit.split(".", 1)[0])
+
+
+def page_sk(commit: str, index: int) -> str:
+    """The sort key of the ``index``-th page of a set."""
+    return f"{PAGE_PREFIX}{commit}#{index:04d}"
+
+
+def entry_cost(part: ri.PartId, size: int) -> int:
+    """Bytes a part of ``size`` bytes of JSON takes in a page (before compression)."""
+    return size + len(part[0]) + len(part[1]) + ENTRY_FRAMING
+
+
+def ref_size(ref: str) -> int:
+    """Bytes a payload-store reference takes in a page in place of a value."""
+    return len(ref) + 8
+
+
+def _entry(part: ri.PartId, data: bytes | None, ref: str | None) -> bytes:
+    head = ri.encode_json(list(part))[:-1].encode("utf-8")
+    if ref is not None:
+        return head + b",null," + ri.encode_json(ref).encode("utf-8") + b"]"
+    if data is None:
+        return head + b"]"
+    return head + b"," + data + b"]"
+
+
+def pack(entries: Iterable[Written]) -> list[bytes]:
+    """The uncompressed bodies of the pages holding ``entries``, in order."""
+    bodies: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    for part, data, ref in entries:
+        encoded = _entry(part, data, ref)
+        if current and size + len(encoded) + 1 > PAGE_BUDGET:
+            bodies.append(b"[" + b",".join(current) + b"]")
+            current, size = [], 0
+        current.append(encoded)
+        size += len(encoded) + 1
+    if current:
+        bodies.append(b"[" + b",".join(current) + b"]")
+    return bodies
+
+
+def page_items(
+    run_id: str,
+    commit: str,
+    prev: str | None,
+    bodies: list[bytes],
+    expires: int | None,
+) -> list[dict[str, Any]]:
+    """The page items of one set (each names the set's size; the first names ``prev``)."""
+    items: list[dict[str, Any]] = []
+    for index, body in enumerate(bodies):
+        item: dict[str, Any] = {
+            t.PK: ri.s(run_id),
+            t.SK: ri.s(page_sk(commit, index)),
+            "n": ri.n(len(bodies)),
+            "z": {"B": zlib.compress(body)},
+        }
+        if index == 0 and prev is not None:
+            item["prev"] = ri.s(prev)
+        if expires is not None:
+            item[t.TTL_ATTRIBUTE] = ri.n(expires)
+        items.append(item)
+    return items
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A run's committed page sets read back: its parts in stored order and what they cost.
+
+    Attributes:
+        parts: Each live part's value (parsed JSON) and payload reference, in stored order.
+        chain: The sort keys of the committed page items, oldest set first.
+        dead: Sort keys of page items no header reaches any more (safe to delete).
+        stored: Bytes of entries on the chain, superseded ones included (uncompressed).
+    """
+
+    parts: dict[ri.PartId, tuple[Any, str | None]]
+    chain: list[str]
+    dead: list[str]
+    stored: int
+
+
+class IncompleteChainError(Exception):
+    """A page set the header reaches is missing (the run changed while it was read)."""
+
+
+def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]]) -> Decoded:
+    """The parts of the run whose header is at ``version`` with ``head``, from its page items.
+
+    Args:
+        version: The header's version.
+        head: The header's newest commit id (None when the run has no parts).
+        pages: Page items by sort key (every ``g#`` item of the partition).
+    """
+    sets: dict[str, dict[int, Mapping[str, Any]]] = {}
+    for sk, item in pages.items():
+        written_by, position = sk[len(PAGE_PREFIX) :].rsplit("#", 1)
+        sets.setdefault(written_by, {})[int(position)] = item
+    newest_first: list[str] = []
+    following = head
+    while following is not None:
+        found = sets.get(following)
+        if not found or 0 not in found or len(found) != int(found[0]["n"]["N"]):
+            raise IncompleteChainError(following)
+        newest_first.append(following)
+        following = found[0]["prev"]["S"] if "prev" in found[0] else None
+    chain_commits = set(newest_first)
+    parts: dict[ri.PartId, tuple[Any, str | None]] = {}
+    chain: list[str] = []
+    stored = 0
+    for commit in reversed(newest_first):
+        found = sets[commit]
+        for index in range(len(found)):
+            chain.append(page_sk(commit, index))
+            body = zlib.decompress(bytes(found[index]["z"]["B"]))
+            stored += len(body)
+            for entry in json.loads(body):
+                part = (entry[0], entry[1])
+                if len(entry) == 2:
+                    parts.pop(part, None)
+                elif len(entry) == 4:
+                    parts[part] = (None, entry[3])
+                else:
+                    parts[part] = (entry[2], None)
+    dead = [
+        page_sk(c, i)
+        for c, found in sets.items()
+        if c not in chain_commits and commit_version(c) <= version
+        for i in found
+    ]
+    return Decoded(parts=parts, chain=chain, dead=dead, stored=stored)

@@ -1,0 +1,127 @@
+"""The run store's item chores: writing page items, removing unreferenced ones, and stamping
+the expiry on a finished run's pages (once, by the save that ends the run).
+
+Removal and stamping are best effort: a failure leaves items no header reaches (ignored by
+readers, removed by a later save) or a run marked as still needing its expiry (finished by
+the next reader).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from relayflow.adapters.aws import run_items as ri
+from relayflow.adapters.aws import run_pages as rp
+from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_log = logging.getLogger(__name__)
+_BATCH = 25
+_BATCH_ROUNDS = 8
+
+
+class RunUpkeep:
+    """Page writes, deletions and expiry stamps for one runs table.
+
+    Args:
+        table_name: The runs table.
+        client: Returns the DynamoDB client.
+    """
+
+    def __init__(self, table_name: str, client: Callable[[], DynamoDBClient]) -> None:
+        self.table_name = table_name
+        self._db = client
+
+    def put_pages(self, run_id: str, items: list[dict[str, Any]]) -> None:
+        """Write page items (plain writes: no header reaches them until one is written).
+
+        Always a ``BatchWriteItem``, even for one item, so that a run's header is the only
+        item ever written with ``PutItem``.
+        """
+        try:
+            self._batch(run_id, [{"PutRequest": {"Item": item}} for item in items])
+        except Exception as exc:
+            reraise(exc, f"writing run {run_id}")
+
+    def delete(self, run_id: str, sort_keys: list[str]) -> None:
+        """Delete page items no header reaches (best effort)."""
+        if not sort_keys:
+            return
+        requests = [
+            {"DeleteRequest": {"Key": {t.PK: ri.s(run_id), t.SK: ri.s(sk)}}} for sk in sort_keys
+        ]
+        try:
+            self._batch(run_id, requests)
+        except Exception as exc:
+            if not (is_aws_error(exc) or isinstance(exc, AwsServiceError)):
+                raise
+            _log.warning("could not delete unused items of run %s: %s", run_id, exc)
+
+    def stamp(self, run_id: str, expires: int) -> bool:
+        """Set the TTL on every page item of the run that lacks one; False if it failed.
+
+        The pages are written again whole with their TTL, 25 to a request: it costs the same
+        write units as updating each one, in a twenty-fifth of the requests. A finished run's
+        pages never change, so rewriting one can only repeat what it holds.
+        """
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :pages)",
+            "FilterExpression": "attribute_not_exists(#ttl)",
+            "ExpressionAttributeNames": {"#pk": t.PK, "#sk": t.SK, "#ttl": t.TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":pk": ri.s(run_id), ":pages": ri.s(rp.PAGE_PREFIX)},
+            "ConsistentRead": True,
+        }
+        try:
+            while True:
+                page = self._db().query(**params)
+                stamped = [
+                    {"PutRequest": {"Item": {**item, t.TTL_ATTRIBUTE: ri.n(expires)}}}
+                    for item in page.get("Items", [])
+                ]
+                self._batch(run_id, stamped)
+                if "LastEvaluatedKey" not in page:
+                    return True
+                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except Exception as exc:
+            if not (is_aws_error(exc) or isinstance(exc, AwsServiceError)):
+                raise
+            _log.warning("could not set the expiry of every item of run %s: %s", run_id, exc)
+            return False
+
+    def clear_expiry_mark(self, run_id: str, version: int) -> None:
+        """Note on the header that its run's pages all carry their expiry (best effort)."""
+        try:
+            self._db().update_item(
+                TableName=self.table_name,
+                Key={t.PK: ri.s(run_id), t.SK: ri.s(ri.HEADER_SK)},
+                UpdateExpression="REMOVE #xp",
+                ConditionExpression="#v = :v",
+                ExpressionAttributeNames={"#xp": "xp", "#v": "version"},
+                ExpressionAttributeValues={":v": ri.n(version)},
+            )
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            if error_code(exc) != "ConditionalCheckFailedException":
+                _log.warning("could not clear the expiry mark of run %s: %s", run_id, exc)
+
+    def _batch(self, run_id: str, requests: list[dict[str, Any]]) -> None:
+        for start in range(0, len(requests), _BATCH):
+            pending: dict[str, Any] = {self.table_name: requests[start : start + _BATCH]}
+            for _ in range(_BATCH_ROUNDS):
+                answer = self._db().batch_write_item(RequestItems=pending)
+                pending = dict(answer.get("UnprocessedItems") or {})
+                if not pending:
+                    break
+            else:
+                raise AwsServiceError(
+                    f"DynamoDB left items of run {run_id} unwritten after {_BATCH_ROUNDS} rounds",
+                    aws_code="UnprocessedItems",
+                    transient=True,
+                )

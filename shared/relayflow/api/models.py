@@ -258,7 +258,8 @@ class EventEnvelopeBody(RequestModel):
 
     name: str
     data: Any = None
-    metadata: dict[str, Any] | None = None
+    #: The reference accepts any JSON object here, arrays included (reference §7.2).
+    metadata: dict[str, Any] | list[Any] | None = None
     emitted_at: str
 
 

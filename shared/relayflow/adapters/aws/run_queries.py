@@ -6,16 +6,15 @@ newest first; a cursor is the listing position ``(startedAt, runId)`` of the las
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import heapq
-import json
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import run_items as ri
 from relayflow.adapters.aws import tables as t
 from relayflow.adapters.aws.errors import reraise
+from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
 from relayflow.errors import ValidationError
 from relayflow.ports import RunPage, RunQuery
@@ -25,22 +24,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _TIME_HIGH = "9" * 15 + "$"
-
-
-def encode_cursor(started_at: int, run_id: str) -> str:
-    """An opaque cursor: the listing position ``(startedAt, runId)`` of the last run returned."""
-    raw = json.dumps([started_at, run_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    """The position a cursor points after; raises ``ValidationError`` when it is not one."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        started_at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return int(started_at), str(run_id)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError(f"invalid cursor: {cursor!r}") from exc
 
 
 def time_key(started_at: int, run_id: str) -> str:

@@ -3,30 +3,13 @@ saves conditional on the version, stored as JSON documents, real cursors."""
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
 from typing import Any
 
+from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import RunPage, RunQuery
-
-
-def encode_cursor(started_at: int, run_id: str) -> str:
-    """An opaque cursor pointing after the run ``(started_at, run_id)``."""
-    raw = json.dumps([started_at, run_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    """The position a cursor points after; raises ``ValidationError`` if it is not one."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        started_at, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return int(started_at), str(run_id)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError(f"invalid cursor: {cursor!r}") from exc
 
 
 def matches_query(record: RunRecord, query: RunQuery) -> bool:

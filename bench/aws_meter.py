@@ -17,38 +17,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
+
+from relayflow.adapters.aws.run_items import item_size
 
 Item = dict[str, dict[str, Any]]
 
 _SET_CLAUSE = re.compile(r"^\s*SET\s+(.*)$", re.IGNORECASE)
-
-
-def attribute_size(value: Mapping[str, Any]) -> int:
-    """Bytes DynamoDB counts for one attribute value (without its name)."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(str(inner).encode("utf-8"))
-    if kind == "N":
-        digits = Decimal(str(inner)).normalize().as_tuple().digits
-        return math.ceil(len(digits) / 2) + 1
-    if kind == "B":
-        return len(inner)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(1 + attribute_size(v) for v in inner)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode("utf-8")) + attribute_size(v) for k, v in inner.items())
-    if kind in ("SS", "NS", "BS"):
-        return sum(attribute_size({kind[0]: v}) for v in inner)
-    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
-
-
-def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """Bytes DynamoDB counts for an item: every attribute name plus its value."""
-    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
 
 
 def write_units(size: int) -> int:

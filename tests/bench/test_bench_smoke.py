@@ -11,9 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests
-from bench.aws_meter import IndexSpec, TableSpec, item_size, read_units, write_units
+from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
 from bench.table import Row, render
 from bench.workloads import SEQUENTIAL, SLEEPY
+from relayflow.adapters.aws.run_items import item_size
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,20 @@
-"""Session-wide hooks: the reliability totals are printed by the process that reports
-(under xdist the controller never loads ``tests/reliability/conftest.py``)."""
+"""Session-wide settings and hooks: hypothesis without wall-clock deadlines (these machines
+are shared and noisy), and the reliability totals printed by the process that reports (under
+xdist the controller never loads ``tests/reliability/conftest.py``)."""
 
 import sys
 from pathlib import Path
+
+from hypothesis import settings
+
+settings.register_profile("relayflow", deadline=None)
+settings.load_profile("relayflow")
 
 # The reliability helpers import each other by module name, as pytest's rootdir-relative
 # import mode lets test folders do; the hooks must see the very same tally module.
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
 
-from reliability_summary import (
+from reliability_summary import (  # noqa: E402 - after the sys.path entry it needs
     pytest_sessionfinish,
     pytest_terminal_summary,
     pytest_testnodedown,

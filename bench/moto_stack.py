@@ -34,7 +34,8 @@ from relayflow.config import Settings
 from relayflow.core.views import RunDetail
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import WorkflowDriver
-from relayflow.ports import AlarmClock, DispatcherResolver
+from relayflow.ports import DispatcherResolver
+from relayflow.testing import MirroredAlarmClock
 from relayflow.worker import ExecutorOptions
 
 REGION = "eu-west-1"
@@ -191,22 +192,6 @@ class LambdaCounts:
         return drives + (self.step_dispatches if separate_step_host else 0)
 
 
-class RecordingAlarms:
-    """Arms alarms on Scheduler and remembers them so virtual time can fire them."""
-
-    def __init__(self, scheduler: AlarmClock, armed: InMemoryAlarmClock) -> None:
-        self.scheduler = scheduler
-        self.armed = armed
-
-    def arm(self, run_id: str, wake_at_ms: int) -> None:
-        self.scheduler.arm(run_id, wake_at_ms)
-        self.armed.arm(run_id, wake_at_ms)
-
-    def disarm(self, run_id: str) -> None:
-        self.scheduler.disarm(run_id)
-        self.armed.disarm(run_id)
-
-
 class CountingDispatcher:
     """The in-process step host, counting each dispatch."""
 
@@ -303,7 +288,7 @@ class MotoStack:
         scheduler = engine.alarms
         assert isinstance(scheduler, SchedulerAlarmClock)
         self._schedules = scheduler
-        engine.alarms = RecordingAlarms(scheduler, self.armed)
+        engine.alarms = MirroredAlarmClock(scheduler, self.armed)
         return driver
 
     def __exit__(self, *exc: object) -> None:

@@ -12,12 +12,11 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
-from relayflow.adapters.memory import InMemoryAlarmClock
 from relayflow.config import Settings
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.ports import DispatcherResolver
-from relayflow.testing import WorkflowTestEnv
+from relayflow.testing import MirroredAlarmClock, WorkflowTestEnv
 
 SETTINGS = Settings(
     table_name="relayflow-runs",
@@ -30,25 +29,6 @@ SETTINGS = Settings(
     dlq_arn="arn:aws:sqs:eu-west-1:123456789012:relayflow-dlq",
     region="eu-west-1",
 )
-
-
-class MirroredAlarms:
-    """Arms every alarm on Scheduler (moto) and in memory, where virtual time fires it."""
-
-    def __init__(self, scheduler: SchedulerAlarmClock, memory: InMemoryAlarmClock) -> None:
-        self.scheduler = scheduler
-        self.memory = memory
-
-    def arm(self, run_id: str, wake_at_ms: int) -> None:
-        self.scheduler.arm(run_id, wake_at_ms)
-        self.memory.arm(run_id, wake_at_ms)
-
-    def disarm(self, run_id: str) -> None:
-        self.scheduler.disarm(run_id)
-        self.memory.disarm(run_id)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.memory, name)
 
 
 def moto_driver(
@@ -74,7 +54,7 @@ def moto_driver(
         clock=env.clock,
         on_due=lambda run_id, wake_at: None,
     )
-    alarms = MirroredAlarms(scheduler, env.alarms)
+    alarms = MirroredAlarmClock(scheduler, env.alarms)
     env.runs = runs  # type: ignore[assignment]
     env.alarms = alarms  # type: ignore[assignment]
     env.engine = Engine(

@@ -16,6 +16,7 @@ from typing import Any
 from bench import bench_routing, workloads
 from bench.moto_stack import MotoStack
 from bench.table import Row
+from relayflow.local.http_adapter import LocalLambdaContext, build_http_api_event
 
 NAME = "ingest"
 FIGURE = "4 ingest"
@@ -25,49 +26,10 @@ ROUTING_SIZES: tuple[int, ...] = bench_routing.SIZES
 _ids = itertools.count(1)
 
 
-@dataclass
-class LambdaContext:
-    """The attributes Powertools reads from a Lambda context."""
-
-    function_name: str = "relayflow-api"
-    function_version: str = "$LATEST"
-    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:relayflow-api"
-    memory_limit_in_mb: int = 1024
-    aws_request_id: str = "bench"
-    log_group_name: str = "/aws/lambda/relayflow-api"
-    log_stream_name: str = "bench"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
-
-
 def api_event(method: str, path: str, body: Any) -> dict[str, Any]:
-    """A minimal API Gateway HTTP API (v2) event with a JSON body."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"host": "api.example.com", "content-type": "application/json"},
-        "queryStringParameters": None,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "domainName": "api.example.com",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-            },
-            "requestId": f"req-{next(_ids)}",
-            "routeKey": "$default",
-            "stage": "$default",
-            "timeEpoch": 1735689600000,
-        },
-        "body": json.dumps(body),
-        "isBase64Encoded": False,
-    }
+    """The API Gateway HTTP API (v2) event the local stack builds for a JSON request."""
+    headers = {"host": "api.example.com", "content-type": "application/json"}
+    return build_http_api_event(method, path, headers, json.dumps(body).encode())
 
 
 def _manifest() -> dict[str, Any]:
@@ -115,7 +77,7 @@ def measure_api(events: int = EVENTS) -> list[Throughput]:
             logger=Logger(service="relayflow-bench", level="ERROR"),
         )
         stack.driver.register_manifest("production", _manifest())
-        context: Any = LambdaContext()
+        context: Any = LocalLambdaContext(function_name="relayflow-api", aws_request_id="bench")
         for label, name in (
             ("matched (starts a 1-step run)", "order.created"),
             ("unmatched", "user.deleted"),

@@ -7,7 +7,6 @@ The API is called with synthetic API Gateway HTTP API (v2) events for ``POST /ap
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ FIGURE = "4 ingest"
 EVENTS = 200
 QUICK_EVENTS = 50
 ROUTING_SIZES: tuple[int, ...] = bench_routing.SIZES
-_ids = itertools.count(1)
 
 
 def api_event(method: str, path: str, body: Any) -> dict[str, Any]:

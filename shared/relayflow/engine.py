@@ -62,12 +62,18 @@ _MAX_RACES = 200
 
 
 class _Work:
-    """Runs queued for driving within one call, each at most once in the queue."""
+    """Runs queued for driving within one call, each at most once in the queue, with the
+    records just read or written for some of them (their drive starts without a read)."""
 
-    def __init__(self, run_ids: Iterable[str] = ()) -> None:
+    def __init__(self, run_ids: Iterable[str] = (), *, known: Iterable[RunRecord] = ()) -> None:
         self._queue: deque[str] = deque()
+        self._known = {record.id: record for record in known}
         for run_id in run_ids:
             self.add(run_id)
+
+    def take_known(self, run_id: str) -> RunRecord | None:
+        """The record last seen of ``run_id``, once (later reads go to the store)."""
+        return self._known.pop(run_id, None)
 
     def add(self, run_id: str) -> None:
         if run_id not in self._queue:
@@ -154,7 +160,7 @@ class Engine:
             return existing, False
         self._observe(None, stored)
         if drive:
-            self._run(_Work([stored.id]))
+            self._run(_Work([stored.id], known=[stored]))
         return self._load(stored.id), True
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
@@ -217,7 +223,8 @@ class Engine:
             if record.wake_at is not None and record.lease is None:
                 self.alarms.arm(run_id, record.wake_at)
             return record
-        return self.drive(run_id)
+        self._run(_Work([run_id], known=[record]))
+        return self.runs.get(run_id)
 
     def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
         """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids."""
@@ -373,7 +380,7 @@ class Engine:
         return record.wake_at is not None and record.wake_at <= now
 
     def _acquire(
-        self, run_id: str, owner: str, take_over: bool
+        self, run_id: str, owner: str, take_over: bool, known: RunRecord | None = None
     ) -> tuple[RunRecord, RunRecord] | None:
         """The stored run and an unsaved copy leased to ``owner``, or None if not ours to drive.
 
@@ -382,7 +389,8 @@ class Engine:
         A run leased by a live driver is marked dirty instead, so its holder looks again.
         """
         for _ in range(_MAX_RACES):
-            record = self.runs.get(run_id)
+            # A record known from this call may be stale: the conditional save catches that.
+            record, known = (known, None) if known is not None else (self.runs.get(run_id), None)
             now = self.clock.now_ms()
             if record is None or record.is_terminal:
                 return None
@@ -417,7 +425,7 @@ class Engine:
         race drops the draft and starts again from the stored run.
         """
         owner = f"{self._owner}/{next(self._drives)}"
-        claimed = self._acquire(run_id, owner, take_over)
+        claimed = self._acquire(run_id, owner, take_over, work.take_known(run_id))
         invocations = 0
         while claimed is not None:
             stored, draft = claimed

@@ -14,6 +14,7 @@ from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.memory import VirtualClock
 from relayflow.config import Settings
+from relayflow.core.settings import CoreSettings
 from relayflow.testing import WorkflowTestEnv
 from relayflow.testing.alarms import EmulatedScheduler
 from relayflow.testing.env import DEFAULT_START_MS
@@ -36,6 +37,7 @@ def moto_driver(
     workflows: list[Any],
     services: Mapping[str, object] | None = None,
     step_mocks: Mapping[str, Any] | None = None,
+    settings: CoreSettings | None = None,
 ) -> WorkflowTestEnv:
     """A ``WorkflowTestEnv`` whose runs, manifests, payloads and alarms use AWS adapters.
 
@@ -63,6 +65,7 @@ def moto_driver(
         workflows=workflows,
         services=services,
         step_mocks=step_mocks,
+        settings=settings,
         clock=clock,
         runs=runs,
         alarms=alarms,

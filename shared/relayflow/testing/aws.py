@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import inspect
 import os
 import threading
 from collections import deque
@@ -207,7 +208,7 @@ class _Modelled:
 
     gsi_lag: int = 0
     unprocessed_items: int = 0
-    #: Per table ARN: the table's items as the last ``gsi_lag`` index reads saw them.
+    #: Per index partition: the table's items at each of its last ``gsi_lag`` + 1 reads.
     snapshots: dict[str, deque[Any]] = field(default_factory=dict)
 
 
@@ -216,23 +217,27 @@ _modelled_lock = threading.Lock()
 
 
 def _lagging_index_read(original: Callable[..., T]) -> Callable[..., T]:
-    """A global secondary index read served from the table as it was ``gsi_lag`` reads ago."""
+    """A global secondary index read served from the table as it was ``gsi_lag`` reads of
+    the same index partition earlier."""
+    signature = inspect.signature(original)
 
     @functools.wraps(original)
     def read(self: Any, *args: Any, **kwargs: Any) -> T:
         modelled = _modelled
-        index_name = kwargs.get("index_name")
-        if modelled is None or modelled.gsi_lag == 0 or not index_name:
+        if modelled is None or modelled.gsi_lag == 0:
             return original(self, *args, **kwargs)
+        called = signature.bind(self, *args, **kwargs).arguments
+        index_name = called.get("index_name")
         if index_name not in {index.name for index in self.global_indexes}:
             return original(self, *args, **kwargs)
         # Runs under the DynamoDB request lock, so swapping the items is seen by no one else.
-        history = modelled.snapshots.get(self.table_arn)
+        partition = f"{self.table_arn}/{index_name}/{called.get('hash_key')!r}"
+        history = modelled.snapshots.get(partition)
         if history is None:
             empty = copy.deepcopy(self.items)
             empty.clear()
             history = deque([empty] * modelled.gsi_lag, maxlen=modelled.gsi_lag + 1)
-            modelled.snapshots[self.table_arn] = history
+            modelled.snapshots[partition] = history
         history.append(copy.deepcopy(self.items))
         current = self.items
         self.items = history[0]
@@ -418,10 +423,11 @@ def mock_aws(
         config: moto's configuration, as for moto's ``mock_aws`` (e.g.
             ``{"core": {"reset_boto3_session": False}}``).
         region: The ``AWS_DEFAULT_REGION`` set while mocking.
-        gsi_lag: Make global secondary index reads eventually consistent: a ``Query`` or
-            ``Scan`` of a GSI sees its table as it was this many index reads of that table
-            earlier (0: always current, as moto is). A write is thus invisible to the next
-            ``gsi_lag`` index reads and visible from then on.
+        gsi_lag: Make global secondary index reads eventually consistent: a ``Query`` of a
+            GSI partition (or a ``Scan`` of a GSI) sees the table as it was this many reads
+            of that partition earlier (0: always current, as moto is). A write is thus
+            invisible to the next ``gsi_lag`` reads of each partition, visible from then on;
+            reads of the table itself stay strongly consistent.
         unprocessed_items: Make every ``BatchWriteItem`` leave its last requests this many
             unwritten and return them in ``UnprocessedItems`` (at least one request is always
             written), as DynamoDB does under throttling.

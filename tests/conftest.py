@@ -28,6 +28,11 @@ __all__ = ["pytest_sessionfinish", "pytest_terminal_summary", "pytest_testnodedo
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_race_option(parser)
+    parser.addoption(
+        "--reliability-totals",
+        metavar="PATH",
+        help="write the reliability totals of this session to PATH (JSON), for the README",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -258,3 +258,32 @@ def test_the_locks_are_removed_when_the_last_mock_stops() -> None:
             assert DynamoHandler.call_action is not plain
         assert DynamoHandler.call_action is not plain
     assert DynamoHandler.call_action is plain
+
+
+def test_the_public_surface_is_pinned() -> None:
+    import inspect
+
+    assert atomic.__all__ == ["AtomicMockAWS", "atomic_requests", "mock_aws"]
+    parameters = inspect.signature(atomic.mock_aws).parameters
+    assert list(parameters) == ["func", "config", "region", "gsi_lag", "unprocessed_items"]
+
+
+def test_fake_credentials_and_the_region_are_set_only_while_mocking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.setenv("AWS_PROFILE", "production")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+
+    @mock_aws(region="eu-west-1")
+    def inside() -> tuple[str | None, str | None, str | None]:
+        return (
+            os.environ.get("AWS_PROFILE"),
+            os.environ.get("AWS_DEFAULT_REGION"),
+            os.environ.get("AWS_SESSION_TOKEN"),
+        )
+
+    assert inside() == (None, "eu-west-1", "testing")
+    assert os.environ["AWS_PROFILE"] == "production"
+    assert os.environ["AWS_DEFAULT_REGION"] == "ap-south-1"

@@ -9,7 +9,7 @@ fails for the reasons it would on AWS. It also sets fake credentials and a regio
 model on purpose two things moto leaves out: global secondary indexes that lag behind their
 table, and ``BatchWriteItem`` calls that leave items unprocessed.
 
-Needs moto (``pip install 'moto[dynamodb,s3,scheduler,sqs]'``).
+Needs moto: ``pip install 'relayflow[testing]'``.
 """
 
 from __future__ import annotations

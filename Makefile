@@ -23,8 +23,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The run records its reliability totals; the README's figures must be the ones it recorded.
+FIGURES := tests/reliability/figures
+FIGURES_TOOL := $(BIN)/python tests/reliability/reliability_figures.py
+
 unit: $(STAMP)
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --reliability-totals=$(FIGURES)/default.json
+	$(FIGURES_TOOL) check $(FIGURES)/default.json
 
 test: lint typecheck unit
 
@@ -76,14 +81,27 @@ destroy: $(STAMP)
 # Both print the totals (faults injected, races run, bad inputs tried, runs lost) at the end.
 RELIABILITY_SWEEP ?= full
 
-.PHONY: test-reliability test-reliability-quick
+.PHONY: test-reliability test-reliability-quick test-races reliability-figures
 
 test-reliability: $(STAMP)
-	RELAYFLOW_FAULT_SWEEP=$(RELIABILITY_SWEEP) $(BIN)/pytest -n auto -p no:cacheprovider tests/reliability
+	RELAYFLOW_FAULT_SWEEP=$(RELIABILITY_SWEEP) $(BIN)/pytest -n auto -p no:cacheprovider \
+		--reliability-totals=$(FIGURES)/$(RELIABILITY_SWEEP).json tests/reliability
+	$(FIGURES_TOOL) write $(FIGURES)/$(RELIABILITY_SWEEP).json
+
+# Rewrite the README's reliability figures from the recorded totals of both sweeps.
+reliability-figures: $(STAMP)
+	$(FIGURES_TOOL) write $(wildcard $(FIGURES)/*.json)
 
 # The default sweep alone (what `make test` runs of it).
 test-reliability-quick: $(STAMP)
 	$(BIN)/pytest -n auto tests/reliability
+
+# Every race test of the contract and reliability suites (marked `race`), RACE_REPEAT times
+# each on the atomic moto (relayflow.testing.aws); prints how many runs failed (must be 0).
+RACE_REPEAT ?= 30
+
+test-races: $(STAMP)
+	$(BIN)/pytest -n auto -p no:cacheprovider -m race --race-repeat=$(RACE_REPEAT) tests/contract tests/reliability
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache cdk.out

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from typing import Any
 import boto3
 import botocore.loaders
 import botocore.session
-from moto import mock_aws
 
 from bench import workloads  # noqa: F401  (registers the benchmark workflows)
 from bench.aws_meter import AwsMeter, Tally, table_specs
@@ -36,6 +34,7 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.ports import DispatcherResolver
 from relayflow.testing import MirroredAlarmClock
+from relayflow.testing.aws import mock_aws
 from relayflow.worker import ExecutorOptions
 
 REGION = "eu-west-1"
@@ -50,13 +49,6 @@ SETTINGS = Settings(
     dlq_arn="arn:aws:sqs:eu-west-1:123456789012:relayflow-dlq",
     region=REGION,
 )
-_FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-}
-_CLEARED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL")
 _MAX_ALARMS = 1_000_000
 _FAST_READS = frozenset({"Query", "GetItem", "Scan", "BatchGetItem"})
 
@@ -75,29 +67,13 @@ def _session() -> boto3.Session:
 
 
 @contextlib.contextmanager
-def fake_credentials() -> Iterator[None]:
-    """Fake credentials and a fixed region, so nothing can ever reach real AWS."""
-    saved = {name: os.environ.get(name) for name in (*_FAKE_ENV, *_CLEARED_ENV)}
-    os.environ.update(_FAKE_ENV)
-    for name in _CLEARED_ENV:
-        os.environ.pop(name, None)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
 def fast_moto_transactions() -> Iterator[None]:
     """Spare moto its table backup in ``TransactWriteItems`` when no condition can fail.
 
     moto 5.2 deep-copies the whole table for every item of a transaction (to roll back on
     failure), which makes long runs quadratic in moto itself. Conditions are checked first
-    here, against the same state moto checks them against; when all hold, the transaction
+    here, against the same state moto checks them against (the atomic mock runs one request
+    at a time); when all hold, the transaction
     runs without the backup, otherwise moto's own path (with the backup) runs unchanged.
     """
     import moto.dynamodb.models as models
@@ -236,12 +212,12 @@ class MotoStack:
 
     def __enter__(self) -> MotoStack:
         exits = self._exits
-        exits.enter_context(fake_credentials())
         exits.enter_context(fast_moto_transactions())
         exits.enter_context(fast_moto_reads())
         exits.enter_context(
             mock_aws(
-                config={"core": {"reset_boto3_session": False}, "lambda": {"use_docker": False}}
+                config={"core": {"reset_boto3_session": False}, "lambda": {"use_docker": False}},
+                region=REGION,
             )
         )
         session = _session()

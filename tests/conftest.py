@@ -1,10 +1,11 @@
 """Session-wide settings and hooks: hypothesis without wall-clock deadlines (these machines
-are shared and noisy), and the reliability totals printed by the process that reports (under
-xdist the controller never loads ``tests/reliability/conftest.py``)."""
+are shared and noisy), the reliability totals printed by the process that reports (under
+xdist the controller never loads ``tests/reliability/conftest.py``), and ``--race-repeat``."""
 
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("relayflow", deadline=None)
@@ -20,4 +21,19 @@ from reliability_summary import (  # noqa: E402 - after the sys.path entry it ne
     pytest_testnodedown,
 )
 
+from tests.race_runs import RaceRuns, add_race_option  # noqa: E402
+
 __all__ = ["pytest_sessionfinish", "pytest_terminal_summary", "pytest_testnodedown"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_race_option(parser)
+    parser.addoption(
+        "--reliability-totals",
+        metavar="PATH",
+        help="write the reliability totals of this session to PATH (JSON), for the README",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(RaceRuns(config), "relayflow-race-runs")

@@ -8,25 +8,20 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from apigw import FakeLambdaContext, decode, http_event
-from moto import mock_aws
 
 from relayflow.adapters.aws.secrets import SecretsManagerSecret
 from relayflow.api.auth import BearerTokenAuth, hash_token
 from relayflow.api.settings import ApiSettings
 from relayflow.errors import ValidationError
 from relayflow.testing import WorkflowTestEnv
+from relayflow.testing.aws import mock_aws
 
 REGION = "eu-west-1"
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws(config={"core": {"reset_boto3_session": False}}):
+def aws() -> Iterator[None]:
+    with mock_aws(config={"core": {"reset_boto3_session": False}}, region=REGION):
         yield
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 
 
 @pytest.fixture(autouse=True)
@@ -19,9 +19,3 @@ def aws() -> Iterator[None]:
     """A fresh moto backend for one test."""
     with moto_backend():
         yield
-
-
-@pytest.fixture
-def fast_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """See ``tests.moto_support.use_fast_transactions``."""
-    use_fast_transactions(monkeypatch)

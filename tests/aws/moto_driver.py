@@ -1,5 +1,5 @@
 """The driver contract suite's harness on moto: DynamoDB runs and manifests, S3 payloads,
-Scheduler alarms (mirrored into the in-memory alarm clock that advances virtual time)."""
+Scheduler alarms read back from moto as relayflow left them."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.memory import VirtualClock
 from relayflow.config import Settings
-from relayflow.drivers import WorkflowDriver
-from relayflow.engine import Engine
-from relayflow.ports import DispatcherResolver
-from relayflow.testing import MirroredAlarmClock, WorkflowTestEnv
+from relayflow.core.settings import CoreSettings
+from relayflow.testing import WorkflowTestEnv
+from relayflow.testing.alarms import EmulatedScheduler
+from relayflow.testing.env import DEFAULT_START_MS
 
 SETTINGS = Settings(
     table_name="relayflow-runs",
@@ -36,37 +37,38 @@ def moto_driver(
     workflows: list[Any],
     services: Mapping[str, object] | None = None,
     step_mocks: Mapping[str, Any] | None = None,
+    settings: CoreSettings | None = None,
 ) -> WorkflowTestEnv:
     """A ``WorkflowTestEnv`` whose runs, manifests, payloads and alarms use AWS adapters.
 
-    Call it inside an active ``mock_aws``.
+    Alarms are the schedules relayflow creates in moto's Scheduler; the emulation only does
+    what Scheduler does by itself (fire a due schedule, delete it after completion). Call it
+    inside an active ``relayflow.testing.aws.mock_aws``.
     """
-    env = WorkflowTestEnv(workflows=workflows, services=services, step_mocks=step_mocks)
+    clock = VirtualClock(DEFAULT_START_MS)
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)
     runs = DynamoDBRunStore.from_settings(
-        SETTINGS, client_factory=clients.dynamodb, clock=env.clock, payload_store=payloads
+        SETTINGS, client_factory=clients.dynamodb, clock=clock, payload_store=payloads
     )
-    scheduler = SchedulerAlarmClock.from_settings(
-        SETTINGS,
+    alarms = EmulatedScheduler(
+        lambda on_due: SchedulerAlarmClock.from_settings(
+            SETTINGS, client_factory=clients.scheduler, clock=clock, on_due=on_due
+        ),
         client_factory=clients.scheduler,
-        clock=env.clock,
-        on_due=lambda run_id, wake_at: None,
-    )
-    alarms = MirroredAlarmClock(scheduler, env.alarms)
-    env.runs = runs  # type: ignore[assignment]
-    env.alarms = alarms  # type: ignore[assignment]
-    env.engine = Engine(
-        runs=runs,
-        alarms=alarms,
-        dispatchers=DispatcherResolver(default=env.dispatcher),
-        clock=env.clock,
-        workflow_timeout=env._timeout_of,
     )
     manifests = DynamoDBManifestStore.from_settings(
-        SETTINGS, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=env.clock
+        SETTINGS, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=clock
     )
-    env.driver = WorkflowDriver(engine=env.engine, manifests=manifests)
-    env.admin = env.driver.admin
-    return env
+    return WorkflowTestEnv(
+        workflows=workflows,
+        services=services,
+        step_mocks=step_mocks,
+        settings=settings,
+        clock=clock,
+        runs=runs,
+        alarms=alarms,
+        manifests=manifests,
+        payloads=payloads,
+    )

@@ -34,7 +34,7 @@ def nap(data: Any, ctx: Any) -> dict[str, Any]:
     return {"woke": True, "data": data}
 
 
-def test_a_sleeping_run_is_stored_alarmed_and_woken(aws: None, fast_transactions: None) -> None:
+def test_a_sleeping_run_is_stored_alarmed_and_woken(aws: None) -> None:
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     clock = VirtualClock(T0)
@@ -108,9 +108,7 @@ class InProcessLambda:
         return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
 
 
-def test_a_5_mb_step_output_round_trips_through_a_lambda_step_host(
-    aws: None, fast_transactions: None
-) -> None:
+def test_a_5_mb_step_output_round_trips_through_a_lambda_step_host(aws: None) -> None:
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)

@@ -31,7 +31,7 @@ class StepClock:
 
 
 @pytest.fixture
-def clients(aws: None, fast_transactions: None) -> Iterator[AwsClients]:
+def clients(aws: None) -> Iterator[AwsClients]:
     built = AwsClients(region="eu-west-1")
     tables.create_resources(
         built,

@@ -13,7 +13,7 @@ import pytest
 
 from relayflow.testing import DriverHarness, WorkflowTestEnv
 from tests.aws.moto_driver import moto_driver
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 
 
 def memory_driver(
@@ -43,6 +43,5 @@ def make_env(
         yield DRIVER_FACTORIES[request.param]
         return
     use_fake_credentials(monkeypatch)
-    use_fast_transactions(monkeypatch)
     with moto_backend():
         yield DRIVER_FACTORIES[request.param]

@@ -216,3 +216,8 @@ def raise_timeout(data: Any, ctx: Any) -> Any:
 @workflow(id="ct.at_most_once")
 def at_most_once(data: Any, ctx: Any) -> Any:
     return ctx.step("risky", rec(ctx).maybe_crash, semantics="at_most_once")
+
+
+@workflow(id="ct.shipment_with_timeout")
+def shipment_with_timeout(data: Any, ctx: Any) -> Any:
+    return ctx.wait_for_event("shipment.created", match={"orderId": data["id"]}, timeout="1h")

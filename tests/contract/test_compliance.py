@@ -97,6 +97,7 @@ def test_08_one_idempotency_key_gives_one_run(make_env: MakeEnv) -> None:
     assert env.get_run(first.id).input == {"n": 1}
 
 
+@pytest.mark.race
 def test_09_concurrent_triggers_with_one_key_run_once(make_env: MakeEnv) -> None:
     recorder = wf.Recorder()
     env = make_env(workflows=[wf.count], services={"rec": recorder})

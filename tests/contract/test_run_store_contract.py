@@ -15,7 +15,7 @@ from relayflow.config import Settings
 from relayflow.core.record import RunRecord
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import RunQuery, RunStore
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 
 
 def dynamodb_run_store() -> RunStore:
@@ -38,7 +38,6 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         yield STORE_FACTORIES[request.param]()
         return
     use_fake_credentials(monkeypatch)
-    use_fast_transactions(monkeypatch)
     with moto_backend():
         yield STORE_FACTORIES[request.param]()
 

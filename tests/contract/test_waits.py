@@ -136,6 +136,7 @@ def test_a_duplicate_event_id_is_delivered_once(make_env: MakeEnv) -> None:
     assert env.get_run(run.id).output == [1, 2]
 
 
+@pytest.mark.race
 def test_concurrent_injections_are_each_consumed_once(make_env: MakeEnv) -> None:
     env = make_env(workflows=[wf.collect])
     run = env.trigger("ct.collect", {"n": 6})

@@ -8,23 +8,17 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from relayflow.local.scheduler import LocalScheduler, due_time_ms
+from relayflow.testing.aws import mock_aws
 
 GROUP = "relayflow-local"
 NOW = 1_700_000_000_000
 
 
 @pytest.fixture
-def scheduler_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
+def scheduler_client() -> Iterator[Any]:
+    with mock_aws(region="us-east-1"):
         client = boto3.client("scheduler", region_name="us-east-1")
         client.create_schedule_group(Name=GROUP)
         yield client

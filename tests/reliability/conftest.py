@@ -13,7 +13,7 @@ from reliability_summary import (
     pytest_testnodedown,
 )
 
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 
 __all__ = ["pytest_sessionfinish", "pytest_terminal_summary", "pytest_testnodedown"]
 
@@ -28,7 +28,6 @@ def cluster_backend() -> Iterator[None]:
     """One moto backend per module (creating tables per test would dominate the time)."""
     with pytest.MonkeyPatch.context() as patch:
         use_fake_credentials(patch)
-        use_fast_transactions(patch)
         with moto_backend():
             yield
 

@@ -1,5 +1,11 @@
 """Fault injection for boto3 clients and dispatchers: kill the process at the N-th call, or
-answer a call with a throttling/5xx error before it reaches the service."""
+answer a call with a throttling/5xx error.
+
+Every fault has one of two explicit modes (:data:`FAULT_MODES`): ``"refused"``, the service
+never applies the request (it was throttled, or the process died before sending it), and
+``"applied"``, the service applied it and then the answer was lost (a 5xx or a crash after
+the write). With moto the difference is real: a refused request never reaches moto's backend.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,11 @@ from typing import Any, Literal
 from botocore.awsrequest import AWSResponse
 
 Phase = Literal["before", "after"]
+#: Whether the service applied the request the fault answers (see the module docstring).
+FaultMode = Literal["refused", "applied"]
+FAULT_MODES: tuple[FaultMode, ...] = ("refused", "applied")
+#: Where each mode strikes: before the request is sent, or once the service answered.
+_PHASE_OF: dict[FaultMode, Phase] = {"refused": "before", "applied": "after"}
 
 
 class ProcessKilled(BaseException):
@@ -24,15 +35,15 @@ class ProcessKilled(BaseException):
 @dataclass
 class CrashPlan:
     """Counts the calls a process makes (AWS operations and step-host dispatches) and kills
-    it at call number ``kill_at``, either ``before`` the call reaches the service or ``after``
-    the service applied it (the answer is lost with the process).
+    it at call number ``kill_at``: ``refused``, before the call reaches the service, or
+    ``applied``, after the service applied it (the answer is lost with the process).
 
     The plan is shared by every process of a scenario: once it fired it stays spent, so
     recovery runs without faults.
     """
 
     kill_at: int | None = None
-    phase: Phase = "before"
+    mode: FaultMode = "refused"
     calls: list[str] = field(default_factory=list)
     fired_at: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -46,12 +57,12 @@ class CrashPlan:
                 self.fired_at is None
                 and self.kill_at is not None
                 and len(self.calls) == self.kill_at
-                and phase == self.phase
+                and phase == _PHASE_OF[self.mode]
             )
             if due:
-                self.fired_at = f"{phase} #{self.kill_at} {name}"
+                self.fired_at = f"{self.mode} #{self.kill_at} {name}"
         if due:
-            raise ProcessKilled(f"process killed {phase} call #{self.kill_at} ({name})")
+            raise ProcessKilled(f"process killed ({self.mode}) at call #{self.kill_at} ({name})")
 
     @property
     def fired(self) -> bool:
@@ -91,13 +102,15 @@ class ClientTap:
 @dataclass
 class ErrorBurst:
     """Answers the next ``count`` matching calls with ``code``/``status`` (then lets calls
-    through), as a throttled or failing AWS endpoint would. botocore's retry handler sees
-    these answers exactly as it would see real ones."""
+    through), as a throttled or failing AWS endpoint would: ``refused`` requests never reach
+    the service, ``applied`` ones are applied before the error replaces the answer. botocore's
+    retry handler sees these answers exactly as it would see real ones."""
 
     operation: str
     code: str
     status: int
     count: int
+    mode: FaultMode = "refused"
     injected: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -111,29 +124,45 @@ class ErrorBurst:
 
 
 class ErrorInjector:
-    """Installed first on a client's ``before-send`` (ahead of moto), so injected errors go
-    through botocore's own retry logic; every other request reaches moto untouched."""
+    """Stands in front of moto on a client's ``before-send``: injected errors go through
+    botocore's own retry logic, and moto sees a request only if the service would (every
+    request without a fault reaches moto untouched).
+
+    botocore calls every ``before-send`` handler and keeps the first answer, so a handler
+    placed ahead of moto's could not stop moto from applying the request; the injector takes
+    moto's place on the client instead and calls it itself.
+    """
 
     def __init__(self) -> None:
         self.bursts: list[ErrorBurst] = []
 
     def install(self, client: Any) -> None:
-        """Hook ``client`` so that bursts apply to it."""
-        client.meta.events.register_first("before-send.*.*", self._maybe_fail)
+        """Hook ``client`` so that bursts apply to it (call it inside an active mock)."""
+        from moto.core.models import botocore_stubber
 
-    def burst(self, operation: str, code: str, status: int, count: int) -> ErrorBurst:
+        client.meta.events.unregister("before-send", botocore_stubber)
+        client.meta.events.register("before-send", self._send)
+
+    def burst(
+        self, operation: str, code: str, status: int, count: int, mode: FaultMode = "refused"
+    ) -> ErrorBurst:
         """Fail the next ``count`` calls of ``operation`` (``service:Operation``)."""
-        added = ErrorBurst(operation, code, status, count)
+        added = ErrorBurst(operation, code, status, count, mode)
         self.bursts.append(added)
         return added
 
-    def _maybe_fail(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+    def _send(self, request: Any, event_name: str, **kwargs: Any) -> AWSResponse | None:
+        from moto.core.models import botocore_stubber
+
         operation = _operation(event_name)
         for burst in self.bursts:
             if burst.take(operation):
+                if burst.mode == "applied":
+                    botocore_stubber(event_name, request, **kwargs)
                 service = operation.split(":")[0]
                 return _error_response(request.url, burst.code, burst.status, service)
-        return None
+        answer: AWSResponse | None = botocore_stubber(event_name, request, **kwargs)
+        return answer
 
 
 class RawBody:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import reliability_tally
+from reliability_figures import totals_path, write_totals
 
 _WORKER_KEY = "relayflow_reliability_tally"
 _by_worker: dict[str, dict[str, int]] = {}
@@ -45,3 +46,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
     terminalreporter.write_sep("=", "reliability")
     for line in reliability_tally.summary_lines():
         terminalreporter.write_line(line)
+    path = totals_path(config)
+    if path is not None:
+        write_totals(path, reliability_tally.snapshot(), full=reliability_tally.FULL_SWEEP)
+        terminalreporter.write_line(f"  totals written to {path}")

@@ -13,8 +13,12 @@ FULL_SWEEP = os.environ.get("RELAYFLOW_FAULT_SWEEP", "").strip().lower() == "ful
 #: The figures printed in the summary, in this order, with their labels.
 LABELS: dict[str, str] = {
     "crash_points": "crash points swept (process killed at an AWS call)",
+    "crash_points_refused": "  of which refused (killed before the call was sent)",
+    "crash_points_applied": "  of which applied (killed after the service applied it)",
     "crash_recoveries": "runs recovered after a crash",
     "transient_faults": "transient AWS/host errors injected",
+    "transient_faults_refused": "  of which refused (never applied)",
+    "transient_faults_applied": "  of which applied (applied, then the answer lost)",
     "races": "concurrent races run",
     "race_operations": "concurrent operations in those races",
     "alarms_misdelivered": "duplicate, early and late alarms delivered",
@@ -26,6 +30,8 @@ LABELS: dict[str, str] = {
     "server_errors": "5xx answers to client input (must be 0)",
     "schema_violations": "answers breaking the OpenAPI document (must be 0)",
     "runs_lost": "runs lost or ending differently (must be 0)",
+    "runs_lost_refused": "  of which after a refused call (must be 0)",
+    "runs_lost_applied": "  of which after an applied call (must be 0)",
     "double_executions": "step attempts run beyond the allowed window (must be 0)",
 }
 

@@ -2,8 +2,10 @@
 driver; recovery by the normal means must end the run exactly as a fault-free run does, and
 no step may run more often than at-least-once (or at-most-once) allows.
 
-By default every third call is swept (before the call in one test, after it in the other);
-``RELAYFLOW_FAULT_SWEEP=full`` sweeps every call in both phases.
+Each crash has a mode (see ``fault_injection``): ``refused``, the process dies before the call
+reaches the service, or ``applied``, the service applied the call and the answer died with
+the process. By default every third call is swept in each mode (on different residues);
+``RELAYFLOW_FAULT_SWEEP=full`` sweeps every call in both modes.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from fault_injection import CrashPlan, Phase
+from fault_injection import FAULT_MODES, CrashPlan, FaultMode
 from reliability_cluster import Cluster, Outcome
 from reliability_saga import run_saga, saga_run_id
 from reliability_tally import FULL_SWEEP, add
@@ -59,11 +61,11 @@ def excess_executions(counts: dict[tuple[str, int], int]) -> list[str]:
     return problems
 
 
-def sweep_points(total: int, phase: Phase) -> list[int]:
-    """The crash points swept: all of them, or every third (phases on different residues)."""
+def sweep_points(total: int, mode: FaultMode) -> list[int]:
+    """The crash points swept: all of them, or every third (modes on different residues)."""
     if FULL_SWEEP:
         return list(range(1, total + 1))
-    start = 1 if phase == "before" else 2
+    start = 1 if mode == "refused" else 2
     return list(range(start, total + 1, 3))
 
 
@@ -80,11 +82,11 @@ def test_the_fault_free_saga_crosses_every_service_and_ends_compensated(
     assert {"release", "refund"} <= baseline.steps
 
 
-def crash_once(cluster: Cluster, kill_at: int, phase: Phase) -> tuple[CrashPlan, Outcome]:
+def crash_once(cluster: Cluster, kill_at: int, mode: FaultMode) -> tuple[CrashPlan, Outcome]:
     """Run the saga once with the process killed at call ``kill_at``."""
     cluster.reset()
     LEDGER.reset()
-    plan = CrashPlan(kill_at=kill_at, phase=phase)
+    plan = CrashPlan(kill_at=kill_at, mode=mode)
     cluster.use_plan(plan)
     return plan, run_saga(cluster, KEY)
 
@@ -96,23 +98,25 @@ def call_index(baseline: Baseline, name: str, occurrence: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", ["before", "after"])
+@pytest.mark.parametrize("mode", FAULT_MODES)
 def test_a_crash_at_any_call_is_recovered_to_the_same_end(
-    cluster: Cluster, baseline: Baseline, phase: Phase
+    cluster: Cluster, baseline: Baseline, mode: FaultMode
 ) -> None:
     failures: list[str] = []
     known: list[str] = []
-    points = sweep_points(len(baseline.calls), phase)
+    points = sweep_points(len(baseline.calls), mode)
     for kill_at in points:
-        plan, outcome = crash_once(cluster, kill_at, phase)
-        where = f"{phase} call #{kill_at} ({baseline.calls[kill_at - 1]})"
+        plan, outcome = crash_once(cluster, kill_at, mode)
+        where = f"{mode} call #{kill_at} ({baseline.calls[kill_at - 1]})"
         add("crash_points")
+        add(f"crash_points_{mode}")
         if not plan.fired:
             failures.append(f"{where}: the crash was never reached")
             continue
         add("crash_recoveries")
         if outcome != baseline.outcome:
             add("runs_lost")
+            add(f"runs_lost_{mode}")
             lost_link = cluster.lost_child_link(RUN_ID)
             if lost_link is not None and TOLERATE_LOST_CHILD_LINKS:
                 known.append(f"{where}: {lost_link}")
@@ -142,7 +146,7 @@ def test_a_crash_before_the_child_is_inserted_still_starts_the_child(
         if baseline.calls[n - 1] == "dynamodb:PutItem"
     )
 
-    _, outcome = crash_once(cluster, registered, "after")
+    _, outcome = crash_once(cluster, registered, "applied")
 
     assert cluster.lost_child_link(RUN_ID) is None
     assert outcome == baseline.outcome
@@ -159,7 +163,7 @@ def test_a_crash_after_the_child_ended_still_resumes_the_parent(
         if baseline.calls[n - 1] == "dynamodb:PutItem"
     )
 
-    _, outcome = crash_once(cluster, child_saved, "after")
+    _, outcome = crash_once(cluster, child_saved, "applied")
 
     assert cluster.lost_child_link(RUN_ID) is None
     assert outcome == baseline.outcome

@@ -19,23 +19,9 @@ from relayflow.errors import RunTerminalError
 CANCEL_RACES = 24 if FULL_SWEEP else 8
 
 
-@pytest.fixture(autouse=True)
-def atomic_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make moto answer one request at a time, as a real service applies each atomically.
-
-    In process, moto's DynamoDB copies whole tables inside a transaction without a lock, so
-    two threads would corrupt its state; requests still interleave freely in between.
-    """
-    from moto.core.botocore_stubber import BotocoreStubber
-
-    lock = threading.Lock()
-    original = BotocoreStubber.process_request
-
-    def one_at_a_time(self: BotocoreStubber, request: Any) -> Any:
-        with lock:
-            return original(self, request)
-
-    monkeypatch.setattr(BotocoreStubber, "process_request", one_at_a_time)
+#: Every test here is repeated by ``make test-races``. moto applies each request atomically
+#: (``relayflow.testing.aws.mock_aws``), as the real services do.
+pytestmark = pytest.mark.race
 
 
 def race(actions: Sequence[Callable[[], Any]]) -> list[Any]:

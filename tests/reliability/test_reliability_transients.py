@@ -1,5 +1,9 @@
 """Throttling and 5xx answers from DynamoDB, Scheduler, S3, Lambda and HTTP step hosts are
-retried with backoff; no run is lost or failed by a transient error."""
+retried with backoff; no run is lost or failed by a transient error.
+
+The AWS errors are injected in both modes (see ``fault_injection``): ``refused`` (the service
+never applied the request) and ``applied`` (it did, and the answer was lost), so each retry
+also meets the state its own first attempt left."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 import botocore.endpoint
 import pytest
 import requests
-from fault_injection import RecordingSleep
+from fault_injection import FAULT_MODES, FaultMode, RecordingSleep
 from reliability_cluster import SETTINGS, Cluster, Outcome
 from reliability_hosts import LambdaService, WsgiHostAdapter, http_session, step_handler
 from reliability_saga import run_saga
@@ -66,6 +70,12 @@ BOTO_RETRIED = [
 ]
 
 
+def count_faults(injected: int, mode: FaultMode) -> None:
+    add("transient_faults", injected)
+    add(f"transient_faults_{mode}", injected)
+
+
+@pytest.mark.parametrize("mode", FAULT_MODES)
 @pytest.mark.parametrize(("operation", "code", "status"), BOTO_RETRIED)
 def test_a_short_burst_is_absorbed_by_botocore_retries_with_backoff(
     cluster: Cluster,
@@ -74,13 +84,14 @@ def test_a_short_burst_is_absorbed_by_botocore_retries_with_backoff(
     operation: str,
     code: str,
     status: int,
+    mode: FaultMode,
 ) -> None:
-    burst = cluster.injector.burst(operation, code, status, count=3)
+    burst = cluster.injector.burst(operation, code, status, count=3, mode=mode)
     LEDGER.reset()
 
     outcome = run_saga(cluster, "o-1")
 
-    add("transient_faults", burst.injected)
+    count_faults(burst.injected, mode)
     assert burst.injected == 3
     assert outcome == fault_free
     assert cluster.failed_invocations == 0
@@ -89,6 +100,7 @@ def test_a_short_burst_is_absorbed_by_botocore_retries_with_backoff(
     assert max(LEDGER.counts().values()) == 1
 
 
+@pytest.mark.parametrize("mode", FAULT_MODES)
 @pytest.mark.parametrize(
     ("operation", "code", "status"),
     [
@@ -104,35 +116,42 @@ def test_an_outage_longer_than_the_retries_fails_requests_but_loses_no_run(
     operation: str,
     code: str,
     status: int,
+    mode: FaultMode,
 ) -> None:
     # Five attempts per call (max_attempts=4 retries): six errors fail a whole request.
-    burst = cluster.injector.burst(operation, code, status, count=6)
+    burst = cluster.injector.burst(operation, code, status, count=6, mode=mode)
 
     outcome = run_saga(cluster, "o-1")
 
-    add("transient_faults", burst.injected)
+    count_faults(burst.injected, mode)
     assert burst.injected >= 5
     assert cluster.failed_invocations >= 1
     assert outcome == fault_free
 
 
+@pytest.mark.parametrize("mode", FAULT_MODES)
 @pytest.mark.parametrize(
     ("operation", "code", "status"),
     [("s3:PutObject", "SlowDown", 503), ("s3:GetObject", "InternalError", 500)],
 )
 def test_payload_store_calls_are_retried(
-    cluster: Cluster, backoff: RecordingSleep, operation: str, code: str, status: int
+    cluster: Cluster,
+    backoff: RecordingSleep,
+    operation: str,
+    code: str,
+    status: int,
+    mode: FaultMode,
 ) -> None:
     clients = AwsClients(region=SETTINGS.region)
     cluster.injector.install(clients.s3())
     store = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)
-    burst = cluster.injector.burst(operation, code, status, count=3)
+    burst = cluster.injector.burst(operation, code, status, count=3, mode=mode)
     data = b'{"large": "' + b"x" * 100_000 + b'"}'
 
     ref = store.put(data)
 
     assert store.get(ref) == data
-    add("transient_faults", burst.injected)
+    count_faults(burst.injected, mode)
     assert burst.injected == 3
     assert len(backoff.delays) >= 3
 

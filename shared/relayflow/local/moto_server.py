@@ -1,15 +1,20 @@
-"""moto's threaded server on 127.0.0.1, configured for the local stack (no Docker, no log)."""
+"""moto's threaded server on 127.0.0.1, configured for the local stack (no Docker, no log).
+
+Its request threads share this process's moto backends, so the server applies each request
+atomically as AWS does (see :func:`relayflow.testing.aws.atomic_requests`)."""
 
 from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 
 import requests
 from moto.server import ThreadedMotoServer
 
 from relayflow.local.http_adapter import PortInUseError
+from relayflow.testing.aws import atomic_requests
 
 #: Fake credentials: the local stack must never reach real AWS.
 FAKE_CREDENTIALS = {
@@ -49,13 +54,19 @@ class LocalMoto:
 
     server: ThreadedMotoServer
     endpoint_url: str
+    atomic: AbstractContextManager[None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
         """Stop the server and release its port."""
-        self.server.stop()
-        inner = getattr(self.server, "_server", None)
-        if inner is not None:
-            inner.server_close()
+        try:
+            self.server.stop()
+            inner = getattr(self.server, "_server", None)
+            if inner is not None:
+                inner.server_close()
+        finally:
+            if self.atomic is not None:
+                self.atomic.__exit__(None, None, None)
+                self.atomic = None
 
 
 def start_moto(host: str = "127.0.0.1", port: int = 5050) -> LocalMoto:
@@ -67,12 +78,21 @@ def start_moto(host: str = "127.0.0.1", port: int = 5050) -> LocalMoto:
     # werkzeug logs every request moto serves; the stack logs run transitions instead.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     ensure_port_free(host, port)
+    atomic = atomic_requests()
+    atomic.__enter__()
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
-    server.start()
-    bound_host, bound_port = server.get_host_and_port()
-    endpoint = f"http://{bound_host}:{bound_port}"
-    answer = requests.post(
-        f"{endpoint}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10
-    )
-    answer.raise_for_status()
-    return LocalMoto(server=server, endpoint_url=endpoint)
+    local = LocalMoto(server=server, endpoint_url="", atomic=atomic)
+    try:
+        server.start()
+        bound_host, bound_port = server.get_host_and_port()
+        local.endpoint_url = f"http://{bound_host}:{bound_port}"
+        answer = requests.post(
+            f"{local.endpoint_url}/moto-api/config",
+            json={"lambda": {"use_docker": False}},
+            timeout=10,
+        )
+        answer.raise_for_status()
+    except BaseException:
+        local.stop()
+        raise
+    return local

@@ -14,7 +14,8 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
-from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
+from relayflow.ports import DispatcherResolver, ManifestStore, PayloadStore, RunQuery, RunStore
+from relayflow.testing.alarms import FiredAlarms
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -81,15 +82,24 @@ def _memory_manifests(clock: VirtualClock) -> ManifestStore:
 
 
 class WorkflowTestEnv:
-    """An orchestrator in memory with a virtual clock, hosting ``workflows`` in process.
+    """An orchestrator with a virtual clock, hosting ``workflows`` in process.
+
+    Every adapter is in memory unless given: pass AWS ones (on moto, say) to run the same
+    tests against them; give them the same ``clock``.
 
     Args:
         workflows: The ``@workflow`` objects to host.
         services: What ``ctx.services`` resolves in their bodies.
         step_mocks: Step id -> callable replacing that step's function.
         settings: Core limits (operations limit, inbox size...).
-        start_ms: Initial virtual time (epoch ms).
+        start_ms: Initial virtual time (epoch ms) of a new clock; not with ``clock``.
         environment: Default environment of triggered runs.
+        clock: The virtual clock (a new one at ``start_ms`` by default).
+        runs: The run store.
+        alarms: The alarm clock, whose due alarms :meth:`advance` fires (e.g.
+            :class:`~relayflow.testing.alarms.EmulatedScheduler` for Scheduler on moto).
+        manifests: The manifest store.
+        payloads: Where large values are kept (read back by the run views).
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -106,13 +116,20 @@ class WorkflowTestEnv:
         *,
         step_mocks: Mapping[str, Any] | None = None,
         settings: CoreSettings | None = None,
-        start_ms: int = DEFAULT_START_MS,
+        start_ms: int | None = None,
         environment: str = "development",
+        clock: VirtualClock | None = None,
+        runs: RunStore | None = None,
+        alarms: FiredAlarms | None = None,
+        manifests: ManifestStore | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
+        if clock is not None and start_ms is not None:
+            raise ValidationError("pass start_ms or clock, not both")
         self._workflows = _register(workflows)
-        self.clock = VirtualClock(start_ms)
-        self.runs = InMemoryRunStore()
-        self.alarms = InMemoryAlarmClock()
+        self.clock = clock or VirtualClock(DEFAULT_START_MS if start_ms is None else start_ms)
+        self.runs: RunStore = runs or InMemoryRunStore()
+        self.alarms: FiredAlarms = alarms or InMemoryAlarmClock()
         self.dispatcher = InlineDispatcher(
             services=services,
             clock=self.clock,
@@ -127,7 +144,11 @@ class WorkflowTestEnv:
             workflow_timeout=self._timeout_of,
         )
         self.environment = environment
-        self.driver = WorkflowDriver(engine=self.engine, manifests=_memory_manifests(self.clock))
+        self.driver = WorkflowDriver(
+            engine=self.engine,
+            manifests=manifests or _memory_manifests(self.clock),
+            payloads=payloads,
+        )
         self.admin: WorkflowAdmin = self.driver.admin
 
     def _timeout_of(self, workflow_id: str) -> int | None:

@@ -91,7 +91,11 @@ class RunIndexReader:
             if len(chosen) > query.limit:
                 break
         page, more = chosen[: query.limit], len(chosen) > query.limit
-        records = self._headers([item["runId"]["S"] for item in page])
+        # The indexes are eventually consistent: a run may have left the queried status since
+        # its index entry was written, so the strongly read header decides.
+        records = [
+            r for r in self._headers([item["runId"]["S"] for item in page]) if _matches(r, query)
+        ]
         next_cursor = None
         if more and page:
             last = page[-1]
@@ -173,6 +177,16 @@ class RunIndexReader:
             return fn(**params)
         except Exception as exc:
             reraise(exc, action)
+
+
+def _matches(record: RunRecord, query: RunQuery) -> bool:
+    """Whether a run's current header still answers ``query`` (its start time never moves)."""
+    return (
+        (not query.statuses or record.status in query.statuses)
+        and (query.environment is None or record.environment == query.environment)
+        and (query.workflow_id is None or record.workflow_id == query.workflow_id)
+        and (query.tag is None or query.tag in record.tags)
+    )
 
 
 def _plan(

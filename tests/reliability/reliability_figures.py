@@ -1,0 +1,164 @@
+"""The README's reliability figures, written from the totals of the run that produced them.
+
+A session given ``--reliability-totals PATH`` writes its totals there (``make unit`` for the
+default sweep, ``make test-reliability`` for the full one). This module renders the README's
+"Figures" block from those files and checks or rewrites it:
+
+    python tests/reliability/reliability_figures.py check  tests/reliability/figures/default.json
+    python tests/reliability/reliability_figures.py write  tests/reliability/figures/*.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+FIGURES_DIR = Path(__file__).resolve().parent / "figures"
+SWEEPS = ("default", "full")
+OPTION = "--reliability-totals"
+
+#: The rows of the default-sweep table: label, then the figures it shows (joined by " / ").
+TABLE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("crash points swept (process killed at an AWS call or dispatch)", ("crash_points",)),
+    ("... refused (killed before the call was sent)", ("crash_points_refused",)),
+    ("... applied (killed after the service applied it, answer lost)", ("crash_points_applied",)),
+    ("runs recovered after a crash", ("crash_recoveries",)),
+    ("transient AWS and step-host errors injected", ("transient_faults",)),
+    (
+        "... AWS errors refused / applied, then the answer lost",
+        ("transient_faults_refused", "transient_faults_applied"),
+    ),
+    ("concurrent races run / operations in them", ("races", "race_operations")),
+    ("duplicate, early and late alarms delivered", ("alarms_misdelivered",)),
+    ("generated API requests (schemathesis)", ("generated_requests",)),
+    ("hand-written hostile inputs", ("bad_inputs",)),
+    ("unauthenticated or forged requests refused", ("auth_refusals",)),
+    ("invalid step-host answers handled", ("garbage_step_answers",)),
+    ("runs checked for their final state", ("runs_checked",)),
+    (
+        "**runs lost or ending differently** (all / refused / applied)",
+        (
+            "runs_lost",
+            "runs_lost_refused",
+            "runs_lost_applied",
+        ),
+    ),
+    ("step attempts beyond the at-least-once window", ("double_executions",)),
+    ("5xx answers to client input", ("server_errors",)),
+    ("answers breaking the OpenAPI document", ("schema_violations",)),
+)
+
+
+def write_totals(path: Path, figures: Mapping[str, int], *, full: bool) -> None:
+    """Record a session's totals (called by the session that produced them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {"sweep": "full" if full else "default", "figures": dict(figures)}
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_totals(path: Path) -> tuple[str, dict[str, int]]:
+    """The sweep name and figures recorded at ``path``."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    if document.get("sweep") not in SWEEPS:
+        raise ValueError(f"{path}: unknown sweep {document.get('sweep')!r}")
+    return document["sweep"], {k: int(v) for k, v in document["figures"].items()}
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+def render(sweep: str, figures: Mapping[str, int]) -> str:
+    """The README block of one sweep."""
+    if sweep == "default":
+        lines = ["Default sweep (`make test`), one run:", "", "| Figure | Count |", "|---|---:|"]
+        for label, names in TABLE_ROWS:
+            lines.append(f"| {label} | {' / '.join(_count(figures[n]) for n in names)} |")
+        return "\n".join(lines)
+    return (
+        f"Full sweep (`make test-reliability`), one run: {_count(figures['crash_points'])} "
+        f"crash points ({_count(figures['crash_points_refused'])} refused, "
+        f"{_count(figures['crash_points_applied'])} applied: every AWS call and dispatch of "
+        f"the saga in both modes), {_count(figures['transient_faults'])} transient errors, "
+        f"{_count(figures['generated_requests'])} generated requests, "
+        f"{_count(figures['races'])} races with {_count(figures['race_operations'])} "
+        f"operations, {_count(figures['runs_checked'])} runs checked, "
+        f"{_count(figures['runs_lost'])} runs lost and {_count(figures['double_executions'])} "
+        "step attempts beyond their window."
+    )
+
+
+def _markers(sweep: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- reliability-figures:{sweep}:start -->\n)(.*?)(\n<!-- reliability-figures:"
+        rf"{sweep}:end -->)",
+        re.DOTALL,
+    )
+
+
+def current_block(readme: str, sweep: str) -> str:
+    """The block of ``sweep`` as the README has it now."""
+    found = _markers(sweep).search(readme)
+    if found is None:
+        raise ValueError(f"README.md has no reliability-figures:{sweep} markers")
+    return found.group(2)
+
+
+def with_block(readme: str, sweep: str, block: str) -> str:
+    """``readme`` with the block of ``sweep`` replaced."""
+    current_block(readme, sweep)
+    return _markers(sweep).sub(lambda m: m.group(1) + block + m.group(3), readme, count=1)
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) < 2 or argv[0] not in ("check", "write"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    readme = README.read_text(encoding="utf-8")
+    stale: list[str] = []
+    for name in argv[1:]:
+        sweep, figures = read_totals(Path(name))
+        wanted = render(sweep, figures)
+        if current_block(readme, sweep) != wanted:
+            stale.append(sweep)
+            readme = with_block(readme, sweep, wanted)
+    if argv[0] == "write":
+        README.write_text(readme, encoding="utf-8")
+        print(f"README reliability figures rewritten: {', '.join(stale) or 'unchanged'}")
+        return 0
+    if stale:
+        print(
+            f"README reliability figures ({', '.join(stale)}) differ from this run's totals; "
+            "`make reliability-figures` rewrites them",
+            file=sys.stderr,
+        )
+        return 1
+    print("README reliability figures match this run's totals")
+    return 0
+
+
+def recorded_totals() -> dict[str, dict[str, int]]:
+    """The recorded totals of each sweep, by sweep name."""
+    found: dict[str, dict[str, int]] = {}
+    for sweep in SWEEPS:
+        path = FIGURES_DIR / f"{sweep}.json"
+        if path.exists():
+            name, figures = read_totals(path)
+            found[name] = figures
+    return found
+
+
+def totals_path(config: Any) -> Path | None:
+    """Where this session writes its totals (``--reliability-totals``), if anywhere."""
+    value = config.getoption(OPTION, default=None)
+    return Path(value) if value else None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

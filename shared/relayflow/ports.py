@@ -79,10 +79,17 @@ class PayloadStore(Protocol):
     """Content-addressed storage for values over the inline cap."""
 
     def put(self, data: bytes) -> str:
-        """Store ``data``; returns a reference string (idempotent for equal data)."""
+        """Store ``data``; returns its reference ``sha256:<hex digest>`` (equal data, one
+        reference; storing it again, even concurrently, succeeds)."""
         ...
 
-    def get(self, ref: str) -> bytes: ...
+    def get(self, ref: str) -> bytes:
+        """The exact bytes stored under ``ref``.
+
+        Raises ``PayloadNotFoundError`` when nothing is stored under it and
+        ``ValidationError`` when ``ref`` is not a reference.
+        """
+        ...
 
 
 class AlarmClock(Protocol):

@@ -66,7 +66,13 @@ class RunStore(Protocol):
 
 
 class ManifestStore(Protocol):
-    """Manifests per environment with a ``current`` pointer (see ``relayflow.events``)."""
+    """Manifests per environment with a ``current`` pointer (see ``relayflow.events``).
+
+    Registering refuses a manifest with any problem as a whole (nothing stored), is
+    idempotent (equal content, one ``versionId``), makes the version current, and succeeds
+    while other registrations of the environment run at the same time. What is read is a
+    copy: changing it, or the dict that was registered, changes nothing stored.
+    """
 
     def register(self, environment: str, manifest: dict[str, Any]) -> str:
         """Validate and store ``manifest`` as current; returns its ``versionId``."""

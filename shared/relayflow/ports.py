@@ -101,9 +101,15 @@ class PayloadStore(Protocol):
 class AlarmClock(Protocol):
     """One alarm per run at its earliest wake time; arming and disarming are idempotent."""
 
-    def arm(self, run_id: str, wake_at_ms: int) -> None: ...
+    def arm(self, run_id: str, wake_at_ms: int) -> None:
+        """Make the run's one alarm fire at ``wake_at_ms`` (never before, at most a second
+        after), replacing an earlier arming; the drive it starts is told ``wake_at_ms``. A
+        time already passed fires at once."""
+        ...
 
-    def disarm(self, run_id: str) -> None: ...
+    def disarm(self, run_id: str) -> None:
+        """Remove the run's alarm; an alarm that fired or was never armed counts as removed."""
+        ...
 
 
 class Dispatcher(Protocol):

@@ -10,13 +10,17 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from typing import Any
 
-from relayflow.errors import RUNTIME_ERROR, RelayflowError
+from relayflow.errors import RUNTIME_ERROR, RelayflowError, ValidationError
 from relayflow.ports import PayloadStore
 
 POINTER_KEY = "$relayflowPayload"
 DEFAULT_INLINE_CAP = 32 * 1024
+#: Every payload reference is ``sha256:<hex digest of the bytes>``, whatever the store.
+REF_PREFIX = "sha256:"
+_REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
 class PayloadNotFoundError(RelayflowError):
@@ -31,6 +35,23 @@ class PayloadIntegrityError(RelayflowError):
 
     code = "payload_corrupt"
     category = RUNTIME_ERROR
+
+
+def payload_ref(data: bytes) -> str:
+    """The reference of ``data`` in any payload store: ``sha256:<hex>``."""
+    return REF_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def ref_digest(ref: str) -> str:
+    """The hex digest ``ref`` names.
+
+    Raises:
+        ValidationError: ``ref`` is not a payload reference.
+    """
+    match = _REF.match(ref) if isinstance(ref, str) else None
+    if match is None:
+        raise ValidationError(f"not a payload reference: {ref!r}")
+    return match.group(1)
 
 
 def encode_value(value: Any) -> bytes:

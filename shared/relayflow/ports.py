@@ -66,7 +66,13 @@ class RunStore(Protocol):
 
 
 class ManifestStore(Protocol):
-    """Manifests per environment with a ``current`` pointer (see ``relayflow.events``)."""
+    """Manifests per environment with a ``current`` pointer (see ``relayflow.events``).
+
+    Registering refuses a manifest with any problem as a whole (nothing stored), is
+    idempotent (equal content, one ``versionId``), makes the version current, and succeeds
+    while other registrations of the environment run at the same time. What is read is a
+    copy: changing it, or the dict that was registered, changes nothing stored.
+    """
 
     def register(self, environment: str, manifest: dict[str, Any]) -> str:
         """Validate and store ``manifest`` as current; returns its ``versionId``."""
@@ -79,18 +85,31 @@ class PayloadStore(Protocol):
     """Content-addressed storage for values over the inline cap."""
 
     def put(self, data: bytes) -> str:
-        """Store ``data``; returns a reference string (idempotent for equal data)."""
+        """Store ``data``; returns its reference ``sha256:<hex digest>`` (equal data, one
+        reference; storing it again, even concurrently, succeeds)."""
         ...
 
-    def get(self, ref: str) -> bytes: ...
+    def get(self, ref: str) -> bytes:
+        """The exact bytes stored under ``ref``.
+
+        Raises ``PayloadNotFoundError`` when nothing is stored under it and
+        ``ValidationError`` when ``ref`` is not a reference.
+        """
+        ...
 
 
 class AlarmClock(Protocol):
     """One alarm per run at its earliest wake time; arming and disarming are idempotent."""
 
-    def arm(self, run_id: str, wake_at_ms: int) -> None: ...
+    def arm(self, run_id: str, wake_at_ms: int) -> None:
+        """Make the run's one alarm fire at ``wake_at_ms`` (never before, at most a second
+        after), replacing an earlier arming; the drive it starts is told ``wake_at_ms``. A
+        time already passed fires at once."""
+        ...
 
-    def disarm(self, run_id: str) -> None: ...
+    def disarm(self, run_id: str) -> None:
+        """Remove the run's alarm; an alarm that fired or was never armed counts as removed."""
+        ...
 
 
 class Dispatcher(Protocol):

@@ -131,3 +131,38 @@ def test_from_settings_reads_table_bucket_and_keep(clients: AwsClients) -> None:
         settings, client_factory=clients.dynamodb, s3_factory=clients.s3
     )
     assert (store.table_name, store.bucket, store.keep) == (TABLE, BUCKET, 5)
+
+
+class RacedClient:
+    """The DynamoDB client, with ``rivals`` registrations committed just before each of the
+    store's first commits: each commit of the store then finds the environment changed."""
+
+    def __init__(self, inner: Any, rival: DynamoDBManifestStore, rivals: int) -> None:
+        self._inner = inner
+        self._rival = rival
+        self._left = rivals
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def transact_write_items(self, **params: Any) -> Any:
+        if self._left > 0 and "Put" in params["TransactItems"][-1]:
+            self._left -= 1
+            self._rival.register("production", manifest(f"rival-{self._left}"))
+        return self._inner.transact_write_items(**params)
+
+
+def test_a_registration_outlasts_many_registrations_committing_first(
+    clients: AwsClients,
+) -> None:
+    rival = dynamo(clients, keep=20)
+    raced = RacedClient(clients.dynamodb(), rival, rivals=12)
+    store = DynamoDBManifestStore(
+        TABLE,
+        client_factory=lambda: raced,
+        clock=StepClock(),
+        keep=20,
+    )
+    version = store.register("production", manifest("mine"))
+    assert store.get_current("production")["versionId"] == version  # type: ignore[index]
+    assert len(store.versions("production")) == 13

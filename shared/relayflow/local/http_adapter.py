@@ -1,6 +1,8 @@
 """Serves a Lambda HTTP handler on 127.0.0.1: each request becomes an API Gateway v2 event.
 
 This is how the local stack puts the same api handler that runs behind API Gateway on a port.
+The server is waitress (threaded, with a listen backlog and read timeouts, see
+``http_server``); this module turns its WSGI requests into events and answers back.
 """
 
 from __future__ import annotations
@@ -8,20 +10,53 @@ from __future__ import annotations
 import base64
 import errno
 import json
-import threading
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from waitress.adjustments import Adjustments
+
+from relayflow.local.http_server import JsonErrorServer, json_error_body
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 LambdaHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
 #: API Gateway refuses bodies over 10 MB before they reach the function.
 MAX_REQUEST_BYTES = 10 * 1024 * 1024
+#: Longer request targets answer 414; the API's longest (a run id and a page cursor) is far
+#: shorter, and common proxies refuse targets over 8 KB.
+MAX_URL_BYTES = 8 * 1024
+#: The methods API Gateway forwards to a function (an HTTP API route's ``ANY``).
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+#: Connections the kernel queues while every worker is busy.
+LISTEN_BACKLOG = 1024
+#: Requests answered at once (a ``waitMs`` poll holds one for up to 25 s).
+DEFAULT_THREADS = 32
+#: Seconds a request may take to arrive in full (408 after) and an idle connection stays open.
+DEFAULT_READ_TIMEOUT_S = 30
+_JSON = ("Content-Type", "application/json")
+#: Headers a WSGI application must not set (PEP 3333); the server manages them.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "content-length",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 
 
 class PortInUseError(OSError):
@@ -165,12 +200,16 @@ class LambdaHttpServer:
     """A threaded HTTP server on ``host:port`` that answers through a Lambda HTTP handler.
 
     Args:
-        handler: ``handler(event, context)`` taking API Gateway v2 events.
+        handler: ``handler(event, context)`` taking API Gateway v2 events; called from
+            several threads at once.
         host: Address to bind (loopback by default).
         port: Port to bind; 0 picks a free one.
         function_name: Name reported in the Lambda context.
         on_error: Called with an exception the handler raised (the client then gets a 502,
             as from API Gateway).
+        threads: Requests answered at once; more wait in line.
+        read_timeout_s: Seconds a request may take to arrive in full (then 408
+            ``request_timeout``); idle keep-alive connections close after as long.
 
     Raises:
         PortInUseError: The port is taken.
@@ -184,44 +223,84 @@ class LambdaHttpServer:
         port: int = 0,
         function_name: str = "relayflow-api",
         on_error: Callable[[BaseException], None] | None = None,
+        threads: int = DEFAULT_THREADS,
+        read_timeout_s: int = DEFAULT_READ_TIMEOUT_S,
     ) -> None:
         self.handler = handler
         self.function_name = function_name
         self.on_error = on_error
+        settings = Adjustments(
+            host=host,
+            port=port,
+            threads=threads,
+            backlog=LISTEN_BACKLOG,
+            channel_timeout=read_timeout_s,
+            # How often idle and half-received connections are looked at.
+            cleanup_interval=max(1, min(read_timeout_s, 30) // 2),
+            connection_limit=max(100, 4 * threads),
+            max_request_body_size=MAX_REQUEST_BYTES,
+            # A reset from a client that went away is not the server's error.
+            log_socket_errors=False,
+            ident="relayflow-local",
+            expose_tracebacks=False,
+        )
+        # waitress warns each time a request waits for a free worker: waiting in line is
+        # what the worker count is for, not a problem to report.
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         try:
-            self._server = ThreadingHTTPServer((host, port), self._request_handler())
+            self._server = JsonErrorServer(self.wsgi_app, settings)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PortInUseError(host, port) from exc
             raise
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._server.server_address[1])
+        return self._server.address[1]
 
     @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>``."""
-        host = self._server.server_address[0]
-        return f"http://{host if isinstance(host, str) else host.decode()}:{self.port}"
+        return f"http://{self._server.address[0]}:{self.port}"
 
     def start(self) -> None:
         """Serve in a background thread."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="relayflow-api-http", daemon=True
-        )
-        self._thread.start()
+        self._server.start(name="relayflow-api-http")
 
     def stop(self) -> None:
         """Stop serving and release the port."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+        self._server.stop()
+
+    def wsgi_app(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        """The WSGI application: one request, one handler call."""
+        status, headers, data = self._answer(environ)
+        kept = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
+        kept.append(("Content-Length", str(len(data))))
+        start_response(_status_line(status), kept)
+        # A HEAD answer has the headers of the GET one and no body; leaving it out is the
+        # application's job under WSGI.
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [data]
+
+    def _answer(self, environ: WSGIEnvironment) -> tuple[int, list[tuple[str, str]], bytes]:
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        target = _request_target(environ)
+        if method not in METHODS:
+            allow = ", ".join(METHODS)
+            message = f"{method} is not supported; use one of {allow}"
+            return 405, [_JSON, ("Allow", allow)], json_error_body(405, message)
+        if len(target.encode("latin-1", "replace")) > MAX_URL_BYTES:
+            message = f"the request URL is longer than {MAX_URL_BYTES} bytes"
+            return 414, [_JSON], json_error_body(414, message)
+        body = environ["wsgi.input"].read()
+        event = build_http_api_event(
+            method,
+            target,
+            _request_headers(environ),
+            body,
+            source_ip=str(environ.get("REMOTE_ADDR") or "127.0.0.1"),
+        )
+        return self._invoke(event)
 
     def _invoke(self, event: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
         context = LocalLambdaContext(
@@ -235,56 +314,32 @@ class LambdaHttpServer:
             if self.on_error is not None:
                 self.on_error(exc)
             body = json.dumps({"error": "internal_error", "message": "Internal Server Error"})
-            return 502, [("Content-Type", "application/json")], body.encode()
-
-    def _request_handler(self) -> type[BaseHTTPRequestHandler]:
-        adapter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            server_version = "relayflow-local"
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                if length > MAX_REQUEST_BYTES:
-                    self._send(413, [("Content-Type", "application/json")], _too_large())
-                    self.close_connection = True
-                    return
-                body = self.rfile.read(length) if length else b""
-                event = build_http_api_event(
-                    self.command,
-                    self.path,
-                    dict(self.headers.items()),
-                    body,
-                    source_ip=self.client_address[0],
-                )
-                status, headers, data = adapter._invoke(event)
-                self._send(status, headers, data)
-
-            def _send(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
-                self.send_response(status)
-                for name, value in headers:
-                    if name.lower() not in ("content-length", "connection"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = _serve
-            do_POST = _serve
-            do_PUT = _serve
-            do_PATCH = _serve
-            do_DELETE = _serve
-            do_OPTIONS = _serve
-            do_HEAD = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return  # one line per run transition is logged elsewhere; no access log
-
-        return Handler
+            return 502, [_JSON], body.encode()
 
 
-def _too_large() -> bytes:
-    body = {"error": "payload_too_large", "message": "request body is too large"}
-    return json.dumps(body).encode()
+def _request_target(environ: WSGIEnvironment) -> str:
+    """The path and query as the client sent them."""
+    raw = environ.get("REQUEST_URI")
+    if isinstance(raw, str) and raw.startswith("/"):
+        return raw
+    path = quote(str(environ.get("PATH_INFO") or "/"), safe="/%:@!$&'()*+,;=-._~")
+    query = str(environ.get("QUERY_STRING") or "")
+    return f"{path}?{query}" if query else path
+
+
+def _request_headers(environ: WSGIEnvironment) -> dict[str, str]:
+    """The request headers from a WSGI environment (names lower-cased)."""
+    headers: dict[str, str] = {}
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            headers[key[5:].replace("_", "-").lower()] = str(value)
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            headers[key.replace("_", "-").lower()] = str(value)
+    return headers
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"

@@ -175,13 +175,15 @@ class SchedulerAlarmClock:
     def arm(self, run_id: str, wake_at_ms: int) -> None:
         """Make the run's alarm fire at ``wake_at_ms`` (replacing an earlier arming)."""
         now = self._clock.now_ms()
+        fire_at_ms = wake_at_ms
         if wake_at_ms <= now:
             if self._on_due is not None:
                 self.disarm(run_id)
                 self._on_due(run_id, wake_at_ms)
                 return
-            wake_at_ms = now + 1000
-        params = self._schedule_params(run_id, wake_at_ms)
+            # Scheduler refuses times in the past; the drive is still told the real wake time.
+            fire_at_ms = now + 1000
+        params = self._schedule_params(run_id, wake_at_ms, fire_at_ms)
         client = self._scheduler()
         for _ in range(_MAX_ROUNDS):
             try:
@@ -218,7 +220,7 @@ class SchedulerAlarmClock:
             _reraise(exc, f"reading the alarm of run {run_id}")
         return answer.get("ScheduleExpression")
 
-    def _schedule_params(self, run_id: str, wake_at_ms: int) -> dict[str, Any]:
+    def _schedule_params(self, run_id: str, wake_at_ms: int, fire_at_ms: int) -> dict[str, Any]:
         payload = json.dumps({"runId": run_id, "wakeAt": wake_at_ms}, separators=(",", ":"))
         if len(payload) > INPUT_LIMIT:
             raise ValidationError(f"the alarm input of run {run_id} exceeds {INPUT_LIMIT} chars")
@@ -233,7 +235,7 @@ class SchedulerAlarmClock:
         return {
             "Name": self.name_of(run_id),
             "GroupName": self.group,
-            "ScheduleExpression": at_expression(wake_at_ms),
+            "ScheduleExpression": at_expression(fire_at_ms),
             "ScheduleExpressionTimezone": "UTC",
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "ActionAfterCompletion": "DELETE",

@@ -35,7 +35,9 @@ CURRENT_SK = "current"
 VERSION_PREFIX = "v#"
 #: Bodies larger than this go to the manifests bucket.
 BODY_BUDGET = ITEM_BUDGET - 2_000
-_ROUNDS = 5
+#: Registration attempts. A lost attempt means another registration of the environment
+#: committed, so N registrations at once all succeed within N attempts.
+_ROUNDS = 25
 
 
 class _SystemClock:

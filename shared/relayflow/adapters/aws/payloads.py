@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws.errors import error_code, is_aws_error, translate
-from relayflow.errors import ValidationError
-from relayflow.payloads import PayloadIntegrityError, PayloadNotFoundError
+from relayflow.payloads import (
+    REF_PREFIX,
+    PayloadIntegrityError,
+    PayloadNotFoundError,
+    payload_ref,
+    ref_digest,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-REF_PREFIX = "sha256:"
-_REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 # 412: the object exists (same key, so same content). 409: a concurrent write of it is running.
 _ALREADY_STORED = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 
@@ -54,10 +56,7 @@ class S3PayloadStore:
 
     def key_of(self, ref: str) -> str:
         """The object key of a reference; raises ``ValidationError`` for a foreign one."""
-        match = _REF.match(ref)
-        if match is None:
-            raise ValidationError(f"not a payload reference: {ref!r}")
-        return self.prefix + match.group(1)
+        return self.prefix + ref_digest(ref)
 
     def put(self, data: bytes) -> str:
         """Store ``data`` once; returns ``sha256:<hex>``."""
@@ -101,6 +100,6 @@ class S3PayloadStore:
                 ) from exc
             raise translate(exc, f"reading payload {ref}") from exc
         data = answer["Body"].read()
-        if REF_PREFIX + hashlib.sha256(data).hexdigest() != ref:
+        if payload_ref(data) != ref:
             raise PayloadIntegrityError(f"payload s3://{self.bucket}/{key} does not match {ref}")
         return data

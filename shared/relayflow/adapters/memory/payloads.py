@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
-from relayflow.errors import ValidationError
+from relayflow.payloads import PayloadNotFoundError, payload_ref, ref_digest
 
 
 class InMemoryPayloadStore:
@@ -17,15 +16,21 @@ class InMemoryPayloadStore:
 
     def put(self, data: bytes) -> str:
         """Store ``data``; equal data gets the same reference."""
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        ref = payload_ref(data)
         with self._lock:
             self._blobs[ref] = bytes(data)
         return ref
 
     def get(self, ref: str) -> bytes:
-        """The bytes stored under ``ref``; raises ``ValidationError`` for unknown refs."""
+        """The bytes stored under ``ref``.
+
+        Raises:
+            PayloadNotFoundError: Nothing is stored under ``ref``.
+            ValidationError: ``ref`` is not a payload reference.
+        """
+        ref_digest(ref)
         with self._lock:
             blob = self._blobs.get(ref)
         if blob is None:
-            raise ValidationError(f"no payload stored under {ref!r}")
+            raise PayloadNotFoundError(f"no payload stored under {ref}")
         return blob

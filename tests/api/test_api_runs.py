@@ -171,6 +171,17 @@ def test_timeline_lists_step_attempts_and_waits(api: Api, env: WorkflowTestEnv) 
     assert api.get("/api/runs/missing/timeline").status == 404
 
 
+def test_a_cancelled_runs_timeline_shows_its_wait_ended_with_it(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.saga", "input": {"id": "o8"}}).body
+    cancelled = api.post(f"/api/runs/{run['id']}/cancel", {}).body
+
+    entries = api.get(f"/api/runs/{run['id']}/timeline").body["entries"]
+
+    waits = [e for e in entries if e["type"] == "wait"]
+    assert waits and all(e["outcome"] == "cancelled" for e in waits)
+    assert all(e["endedAt"] == cancelled["completedAt"] for e in waits)
+
+
 def test_cancel_with_an_empty_body_cancels(api: Api) -> None:
     run = api.post("/api/runs", {"workflowId": "api.signal"}).body
 

@@ -38,8 +38,10 @@ def _connection_options(*, suppress: bool) -> argparse.ArgumentParser:
     group = parent.add_argument_group("connection")
     default_url = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_URL", DEFAULT_URL)
     default_token = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_TOKEN")
+    # No %(default)s here: the sub-command copies default to SUPPRESS, which argparse cannot
+    # format into a help line.
     group.add_argument(
-        "--url", default=default_url, help="API base URL (env RELAYFLOW_URL; %(default)s)"
+        "--url", default=default_url, help=f"API base URL (env RELAYFLOW_URL; {DEFAULT_URL})"
     )
     group.add_argument("--token", default=default_token, help="bearer token (env RELAYFLOW_TOKEN)")
     group.add_argument(

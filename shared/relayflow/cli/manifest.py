@@ -6,7 +6,7 @@ import argparse
 
 from relayflow.cli.app_loader import AppLoadError, build_app_manifest, load_app
 from relayflow.cli.commands import EXIT_OK, Console
-from relayflow.cli.render import compact_json, pick
+from relayflow.cli.render import compact_json, format_time, pick
 from relayflow.cli.values import UsageError
 
 
@@ -43,7 +43,10 @@ def cmd_manifest_show(args: argparse.Namespace, con: Console) -> int:
     con.line(f"environment  {answer.get('environment', args.env)}")
     con.line(f"version      {pick(answer, 'versionId', default=manifest.get('versionId', '?'))}")
     if manifest.get("builtAt"):
-        con.line(f"built        {manifest['builtAt']}")
+        con.line(f"built        {format_time(manifest['builtAt'])} UTC")
+    registered = pick(answer, "registeredAt", "createdAt", "updatedAt")
+    if registered is not None:
+        con.line(f"registered   {format_time(registered)} UTC")
     con.line("workflows:")
     for wf in manifest.get("workflows", []):
         if isinstance(wf, dict):

@@ -58,7 +58,12 @@ def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> s
         f"  moto         {moto_url}",
         f"  environment  {environment}",
     ]
-    if app.module:
+    if app.module and not app.workflow_ids:
+        lines.append(
+            f"  app          {app.module}: no workflows registered (declare them with "
+            f"@workflow(id=...) in {app.module} or a module it imports)"
+        )
+    elif app.module:
         lines.append(
             f"  app          {app.module}: {len(app.workflow_ids)} workflow(s), "
             f"{app.filter_count} event filter(s), manifest {app.manifest_version}"

@@ -174,7 +174,38 @@ def _add_dev_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8787, help="API port (%(default)s)")
     parser.add_argument("--moto-port", type=int, default=5050, help="moto port (%(default)s)")
     _env_option(parser)
-    parser.add_argument("--token", dest="dev_token", help="dev API token (random by default)")
+    parser.add_argument(
+        "--token", dest="dev_token", help="dev API token (random at first, then kept)"
+    )
+    state = parser.add_argument_group("state (kept across restarts)")
+    state.add_argument(
+        "--state-dir",
+        default=os.environ.get("RELAYFLOW_DEV_STATE", ".relayflow"),
+        help="folder of the saved runs, alarms and manifests (env RELAYFLOW_DEV_STATE; "
+        "%(default)s in the current directory)",
+    )
+    state.add_argument("--fresh", action="store_true", help="forget the saved state, start empty")
+    state.add_argument(
+        "--reload",
+        action="store_true",
+        help="restart the hosted workflows when the app's files change (runs carry on)",
+    )
+    remote = parser.add_argument_group("step host in another process")
+    remote.add_argument(
+        "--dispatch-url",
+        help="send step requests to this step host over HTTP instead of hosting --app here",
+    )
+    remote.add_argument(
+        "--signing-secret",
+        default=os.environ.get("RELAYFLOW_SIGNING_SECRET"),
+        help="secret signing those requests (env RELAYFLOW_SIGNING_SECRET)",
+    )
+    remote.add_argument(
+        "--signing-mode",
+        choices=("relayflow", "voyant"),
+        default="relayflow",
+        help="relayflow (timestamped) or voyant (the reference's TypeScript hosts); %(default)s",
+    )
 
 
 def main(
@@ -195,7 +226,8 @@ def main(
     if args.command == "dev":
         from relayflow.local.cli import run_dev  # imports moto: only for this command
 
-        return run_dev(args, out=out, err=err)
+        dev_argv = list(sys.argv[1:] if argv is None else argv)
+        return run_dev(args, out=out, err=err, argv=dev_argv)
     handler: Handler = args.handler
     client = ApiClient(url=args.url, token=args.token or None)
     console = Console(client=client, json_output=bool(args.json), out=out, err=err)

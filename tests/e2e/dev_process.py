@@ -80,14 +80,16 @@ def _pump(stream: object, into: list[str]) -> None:
         into.append(line.rstrip("\n"))
 
 
-def start_dev(*extra: str, state_dir: Path | None = None) -> DevProcess:
+def start_dev(
+    *extra: str, state_dir: Path | None = None, app: str = "examples", cwd: Path = ROOT
+) -> DevProcess:
     port, moto_port = free_port(), free_port()
     env = child_env(**({"RELAYFLOW_DEV_STATE": str(state_dir)} if state_dir else {}))
     process = subprocess.Popen(
         cli_command(
-            "dev", "--app", "examples", "--port", str(port), "--moto-port", str(moto_port), *extra
+            "dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra
         ),
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

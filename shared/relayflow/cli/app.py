@@ -24,7 +24,7 @@ from relayflow.cli.commands import (
     cmd_token,
     cmd_trigger,
 )
-from relayflow.cli.manifest import cmd_manifest_push, cmd_manifest_show
+from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.values import UsageError
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -151,6 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     manifest = sub.add_parser("manifest", help="register or show a manifest")
     manifest_sub = manifest.add_subparsers(dest="manifest_command", metavar="ACTION", required=True)
+    p = manifest_sub.add_parser(
+        "build", help="write an app's manifest as the body of POST /api/manifests"
+    )
+    p.add_argument("--app", required=True, help="module that defines the workflows")
+    p.add_argument(
+        "-o", "--output", default="manifest.json", help="file to write, - for stdout (%(default)s)"
+    )
+    _env_option(p)
+    p.set_defaults(handler=cmd_manifest_build)
     p = manifest_sub.add_parser("push", parents=[common], help="register an app's manifest")
     p.add_argument("--app", required=True, help="module that defines the workflows")
     _env_option(p)

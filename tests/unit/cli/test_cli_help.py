@@ -28,7 +28,7 @@ COMMANDS = sorted(_command_paths(build_parser()))
 def test_the_walk_reaches_every_leaf_command() -> None:
     leaves = {" ".join(p) for p in COMMANDS}
     assert {"trigger", "runs get", "token heartbeat", "manifest show", "dev"} <= leaves
-    assert len(COMMANDS) >= 17
+    assert len(COMMANDS) >= 18
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda p: " ".join(p) or "relayflow")

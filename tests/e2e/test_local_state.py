@@ -184,3 +184,11 @@ def test_the_gate_holds_requests_while_a_snapshot_is_taken() -> None:
         assert worker.is_alive() and served == []
     worker.join(timeout=5)
     assert served == ["/x"]
+
+
+def test_the_readme_states_the_snapshot_interval_the_stack_uses(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    seconds = DevState(tmp_path).interval_s
+    assert seconds == int(seconds)
+    assert f"saved every {int(seconds)} seconds when something changed" in readme
+    assert f"at most the\n  last {int(seconds)} seconds are lost" in readme

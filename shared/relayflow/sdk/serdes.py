@@ -57,7 +57,8 @@ def dump_output(what: str, value: Any, serdes: Serdes | None) -> Any:
     try:
         return dump_value(value, serdes)
     except TypeError as exc:
-        raise TypeError(f"{what} returned a value that is not JSON: {exc}") from exc
+        detail = str(exc).removeprefix("value is not JSON: ")
+        raise TypeError(f"{what} returned a value that is not JSON: {detail}") from exc
 
 
 def load_value(data: Any, serdes: Serdes | None) -> Any:

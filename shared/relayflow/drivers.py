@@ -25,9 +25,11 @@ from relayflow.errors import (
     RelayflowError,
     RunNotFoundError,
     ValidationError,
+    WorkflowNotFoundError,
 )
+from relayflow.json_values import non_json_reason
 from relayflow.payloads import is_pointer, resolve
-from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher
+from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
 
 WorkflowRef = Any
@@ -78,6 +80,9 @@ def token_error(error: Any) -> SerializedError:
 def _check_depth(what: str, value: Any) -> None:
     if json_depth(value) > MAX_JSON_DEPTH:
         raise ValidationError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    reason = non_json_reason(value)
+    if reason is not None:
+        raise ValidationError(f"{what} is not JSON: {reason}")
 
 
 class WorkflowDriver:
@@ -89,6 +94,8 @@ class WorkflowDriver:
         tenant_meta: Owner given to runs this driver starts.
         workflow_timeout: Looks up a workflow's timeout (ms) when triggered by id.
         payloads: Where step hosts put values over the inline cap (resolved in run details).
+        host_catalog: Says whether the step host of a workflow has it (True/False), or cannot
+            tell (None); by default the run's dispatcher is asked, when it can answer.
     """
 
     def __init__(
@@ -99,8 +106,10 @@ class WorkflowDriver:
         tenant_meta: TenantMeta | None = None,
         workflow_timeout: Callable[[str], int | None] | None = None,
         payloads: PayloadStore | None = None,
+        host_catalog: Callable[[str], bool | None] | None = None,
     ) -> None:
         self.engine = engine
+        self.host_catalog = host_catalog
         self.manifests = manifests
         self.tenant_meta = tenant_meta or TenantMeta()
         self._workflow_timeout = workflow_timeout
@@ -123,6 +132,43 @@ class WorkflowDriver:
     def get_manifest(self, environment: str) -> dict[str, Any] | None:
         """The environment's current manifest, or None."""
         return self.manifests.get_current(environment)
+
+    def check_runnable(self, workflow_id: str, environment: str) -> None:
+        """Refuse a workflow this deployment knows it cannot run, before any run is created.
+
+        Known from the manifest registered for ``environment`` (when there is one, it must
+        list the workflow) and from the step host, when it can tell. With neither, the
+        trigger goes ahead as the reference allows.
+
+        Raises:
+            WorkflowNotFoundError: The manifest does not list it, or its host does not have it.
+        """
+        manifest = self.manifests.get_current(environment)
+        if manifest is not None:
+            listed = [
+                str(w.get("id")) for w in manifest.get("workflows", []) if isinstance(w, Mapping)
+            ]
+            if workflow_id not in listed:
+                shown = ", ".join(listed[:10]) + (", ..." if len(listed) > 10 else "")
+                raise WorkflowNotFoundError(
+                    f"workflow {workflow_id!r} is not in the manifest registered for "
+                    f"{environment!r} (it lists: {shown or 'no workflows'}); register one that "
+                    "includes it (relayflow manifest push --app MODULE)"
+                )
+        if self._hosts_workflow(workflow_id) is False:
+            raise WorkflowNotFoundError(
+                f"workflow {workflow_id!r} is not registered on its step host"
+            )
+
+    def _hosts_workflow(self, workflow_id: str) -> bool | None:
+        if self.host_catalog is not None:
+            return self.host_catalog(workflow_id)
+        dispatcher = self.engine.dispatchers.resolve(
+            workflow_id=workflow_id, tenant_script=self.tenant_meta.tenant_script
+        )
+        if isinstance(dispatcher, WorkflowCatalog):
+            return dispatcher.hosts_workflow(workflow_id)
+        return None
 
     def trigger(
         self,

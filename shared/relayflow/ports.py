@@ -152,6 +152,15 @@ class DispatcherResolver:
 
 
 @runtime_checkable
+class WorkflowCatalog(Protocol):
+    """Optional capability of a dispatcher: whether its step host has a workflow."""
+
+    def hosts_workflow(self, workflow_id: str) -> bool | None:
+        """True or False when the host can tell, None when only a step request would."""
+        ...
+
+
+@runtime_checkable
 class RunWatcher(Protocol):
     """Optional capability of a run store: block until a run changes (used by ``stream_run``)."""
 

@@ -171,6 +171,17 @@ def test_timeline_lists_step_attempts_and_waits(api: Api, env: WorkflowTestEnv) 
     assert api.get("/api/runs/missing/timeline").status == 404
 
 
+def test_a_cancelled_runs_timeline_shows_its_wait_ended_with_it(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.saga", "input": {"id": "o8"}}).body
+    cancelled = api.post(f"/api/runs/{run['id']}/cancel", {}).body
+
+    entries = api.get(f"/api/runs/{run['id']}/timeline").body["entries"]
+
+    waits = [e for e in entries if e["type"] == "wait"]
+    assert waits and all(e["outcome"] == "cancelled" for e in waits)
+    assert all(e["endedAt"] == cancelled["completedAt"] for e in waits)
+
+
 def test_cancel_with_an_empty_body_cancels(api: Api) -> None:
     run = api.post("/api/runs", {"workflowId": "api.signal"}).body
 
@@ -330,3 +341,45 @@ def test_scopes_gate_reads_and_writes(api: Api, token: str) -> None:
         assert (read.status, write.status) == (200, 403)
     else:
         assert (read.status, write.status) == (403, 201)
+
+
+def test_a_workflow_no_host_has_is_refused_at_once_with_404(api: Api) -> None:
+    answer = api.post("/api/runs", {"workflowId": "no.such.workflow", "input": {}})
+
+    assert answer.status == 404
+    assert answer.error == "workflow_not_found"
+    assert "no.such.workflow" in answer.body["message"]
+    assert api.get("/api/runs").body["runs"] == []
+
+
+def test_a_workflow_the_registered_manifest_does_not_list_is_refused(
+    api: Api, env: WorkflowTestEnv
+) -> None:
+    env.driver.register_manifest(
+        "development",
+        {"schemaVersion": 1, "workflows": [{"id": "api.saga"}], "eventFilters": []},
+    )
+
+    answer = api.post("/api/runs", {"workflowId": "api.echo", "input": {}})
+
+    assert answer.status == 404
+    assert answer.error == "workflow_not_found"
+    assert (
+        "not in the manifest registered for 'development' (it lists: api.saga)"
+        in (answer.body["message"])
+    )
+    assert api.post("/api/runs", {"workflowId": "api.echo", "environment": "preview"}).status == 201
+
+
+def test_a_keyed_trigger_of_an_existing_run_is_answered_even_once_unlisted(
+    api: Api, env: WorkflowTestEnv
+) -> None:
+    first = api.post("/api/runs", {"workflowId": "api.echo", "idempotencyKey": "k9"})
+    env.driver.register_manifest(
+        "development", {"schemaVersion": 1, "workflows": [], "eventFilters": []}
+    )
+
+    again = api.post("/api/runs", {"workflowId": "api.echo", "idempotencyKey": "k9"})
+
+    assert (first.status, again.status) == (201, 200)
+    assert again.body["id"] == first.body["id"]

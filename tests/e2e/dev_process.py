@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,8 @@ def cli_command(*args: str) -> list[str]:
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYFLOW_")}
     env["PYTHONUNBUFFERED"] = "1"
+    # Each stack saves its state in a folder of its own, never in the checkout.
+    env["RELAYFLOW_DEV_STATE"] = tempfile.mkdtemp(prefix="relayflow-dev-state-")
     env.update(extra)
     return env
 
@@ -77,14 +80,17 @@ def _pump(stream: object, into: list[str]) -> None:
         into.append(line.rstrip("\n"))
 
 
-def start_dev(*extra: str) -> DevProcess:
+def start_dev(
+    *extra: str, state_dir: Path | None = None, app: str = "examples", cwd: Path = ROOT
+) -> DevProcess:
     port, moto_port = free_port(), free_port()
+    env = child_env(**({"RELAYFLOW_DEV_STATE": str(state_dir)} if state_dir else {}))
     process = subprocess.Popen(
         cli_command(
-            "dev", "--app", "examples", "--port", str(port), "--moto-port", str(moto_port), *extra
+            "dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra
         ),
-        cwd=ROOT,
-        env=child_env(),
+        cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -177,6 +177,11 @@ def test_an_event_starts_the_invoice_workflow(dev_stack: DevProcess) -> None:
 
 
 def test_runs_list_and_manifest_show(dev_stack: DevProcess) -> None:
+    # A run of its own: the test does not depend on which tests ran on this stack before.
+    started = relayflow(dev_stack, "trigger", "orders.fulfil", "--input", json.dumps(
+        {"id": "o-list", "total": 1, "items": ["x"], "coolingOff": "1h"}
+    ))  # fmt: skip
+    assert started.returncode == 0, started.stderr
     listed = relayflow(dev_stack, "runs", "list", "--limit", "50")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines()[0].split()[:3] == ["RUN", "WORKFLOW", "STATUS"]
@@ -274,3 +279,12 @@ def test_a_taken_port_exits_2_with_one_line() -> None:
         f"relayflow dev: port {port} on 127.0.0.1 is already in use; "
         "pick another with --port/--moto-port"
     ]
+
+
+def test_triggering_a_workflow_the_stack_does_not_host_exits_1_at_once(
+    dev_stack: DevProcess,
+) -> None:
+    result = relayflow(dev_stack, "trigger", "no.such.workflow")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error (404): workflow_not_found: workflow 'no.such.workflow'")
+    assert result.stdout == ""

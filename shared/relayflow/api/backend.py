@@ -42,6 +42,9 @@ class Backend:
                 generated="",
             )
             existing = self.admin.get_run(run_id)
+        if existing is None:
+            # Refused at once (404), rather than a run that fails at its first step.
+            self.driver.check_runnable(request.workflow_id, request.environment)
         run = self.driver.trigger(
             request.workflow_id,
             request.input,

@@ -24,7 +24,7 @@ from relayflow.cli.commands import (
     cmd_token,
     cmd_trigger,
 )
-from relayflow.cli.manifest import cmd_manifest_push, cmd_manifest_show
+from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.values import UsageError
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -38,8 +38,10 @@ def _connection_options(*, suppress: bool) -> argparse.ArgumentParser:
     group = parent.add_argument_group("connection")
     default_url = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_URL", DEFAULT_URL)
     default_token = argparse.SUPPRESS if suppress else os.environ.get("RELAYFLOW_TOKEN")
+    # No %(default)s here: the sub-command copies default to SUPPRESS, which argparse cannot
+    # format into a help line.
     group.add_argument(
-        "--url", default=default_url, help="API base URL (env RELAYFLOW_URL; %(default)s)"
+        "--url", default=default_url, help=f"API base URL (env RELAYFLOW_URL; {DEFAULT_URL})"
     )
     group.add_argument("--token", default=default_token, help="bearer token (env RELAYFLOW_TOKEN)")
     group.add_argument(
@@ -149,6 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     manifest = sub.add_parser("manifest", help="register or show a manifest")
     manifest_sub = manifest.add_subparsers(dest="manifest_command", metavar="ACTION", required=True)
+    p = manifest_sub.add_parser(
+        "build", help="write an app's manifest as the body of POST /api/manifests"
+    )
+    p.add_argument("--app", required=True, help="module that defines the workflows")
+    p.add_argument(
+        "-o", "--output", default="manifest.json", help="file to write, - for stdout (%(default)s)"
+    )
+    _env_option(p)
+    p.set_defaults(handler=cmd_manifest_build)
     p = manifest_sub.add_parser("push", parents=[common], help="register an app's manifest")
     p.add_argument("--app", required=True, help="module that defines the workflows")
     _env_option(p)
@@ -172,7 +183,38 @@ def _add_dev_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8787, help="API port (%(default)s)")
     parser.add_argument("--moto-port", type=int, default=5050, help="moto port (%(default)s)")
     _env_option(parser)
-    parser.add_argument("--token", dest="dev_token", help="dev API token (random by default)")
+    parser.add_argument(
+        "--token", dest="dev_token", help="dev API token (random at first, then kept)"
+    )
+    state = parser.add_argument_group("state (kept across restarts)")
+    state.add_argument(
+        "--state-dir",
+        default=os.environ.get("RELAYFLOW_DEV_STATE", ".relayflow"),
+        help="folder of the saved runs, alarms and manifests (env RELAYFLOW_DEV_STATE; "
+        "%(default)s in the current directory)",
+    )
+    state.add_argument("--fresh", action="store_true", help="forget the saved state, start empty")
+    state.add_argument(
+        "--reload",
+        action="store_true",
+        help="restart the hosted workflows when the app's files change (runs carry on)",
+    )
+    remote = parser.add_argument_group("step host in another process")
+    remote.add_argument(
+        "--dispatch-url",
+        help="send step requests to this step host over HTTP instead of hosting --app here",
+    )
+    remote.add_argument(
+        "--signing-secret",
+        default=os.environ.get("RELAYFLOW_SIGNING_SECRET"),
+        help="secret signing those requests (env RELAYFLOW_SIGNING_SECRET)",
+    )
+    remote.add_argument(
+        "--signing-mode",
+        choices=("relayflow", "voyant"),
+        default="relayflow",
+        help="relayflow (timestamped) or voyant (the reference's TypeScript hosts); %(default)s",
+    )
 
 
 def main(
@@ -193,7 +235,8 @@ def main(
     if args.command == "dev":
         from relayflow.local.cli import run_dev  # imports moto: only for this command
 
-        return run_dev(args, out=out, err=err)
+        dev_argv = list(sys.argv[1:] if argv is None else argv)
+        return run_dev(args, out=out, err=err, argv=dev_argv)
     handler: Handler = args.handler
     client = ApiClient(url=args.url, token=args.token or None)
     console = Console(client=client, json_output=bool(args.json), out=out, err=err)

@@ -17,7 +17,8 @@ def load_app(module: str) -> ModuleType:
     """Import ``module`` (from the current directory too), registering its workflows.
 
     Raises:
-        AppLoadError: The module (or something it imports) is missing.
+        AppLoadError: The module (or something it imports) is missing, does not parse, or
+            raises while it is imported (a workflow declared wrongly, for example).
     """
     cwd = os.getcwd()
     if cwd not in sys.path:
@@ -26,6 +27,13 @@ def load_app(module: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise AppLoadError(f"cannot import app module {module!r}: {exc}") from exc
+    except SyntaxError as exc:
+        raise AppLoadError(
+            f"app module {module!r} has a syntax error: {exc.filename}:{exc.lineno}: {exc.msg}"
+        ) from exc
+    except Exception as exc:
+        # A workflow defined wrongly fails here, at import: say so with the module's name.
+        raise AppLoadError(f"importing app module {module!r} failed: {exc}") from exc
 
 
 def build_app_manifest(environment: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -105,8 +106,29 @@ def cmd_runs_list(args: argparse.Namespace, con: Console) -> int:
         con.line(runs_table(runs))
     cursor = page.get("nextCursor")
     if cursor:
-        con.line(f"\nmore: relayflow runs list --cursor {cursor}")
+        con.line(f"\nmore: {next_page_command(args, str(cursor))}")
     return EXIT_OK
+
+
+_LIST_FILTERS = (
+    ("workflow", "--workflow"),
+    ("status", "--status"),
+    ("tag", "--tag"),
+    ("env", "--env"),
+    ("since", "--since"),
+    ("until", "--until"),
+)
+
+
+def next_page_command(args: argparse.Namespace, cursor: str) -> str:
+    """The ``runs list`` command of the next page: same filters and limit, the new cursor."""
+    words = ["relayflow", "runs", "list"]
+    for attribute, flag in _LIST_FILTERS:
+        value = getattr(args, attribute, None)
+        if value is not None:
+            words += [flag, str(value)]
+    words += ["--limit", str(args.limit), "--cursor", cursor]
+    return shlex.join(words)
 
 
 def cmd_runs_get(args: argparse.Namespace, con: Console) -> int:
@@ -225,7 +247,11 @@ def _finish(
         con.emit_json(run)
     else:
         if not finished:
-            con.err.write(f"gave up after {timeout_s:g}s: the run is still {status}\n")
+            run_id = pick(run, "id", "runId", default="?")
+            con.err.write(
+                f"gave up after {timeout_s:g}s: run {run_id} is still {status}\n"
+                f"follow it with: relayflow runs watch {run_id}\n"
+            )
         elif status == "completed":
             con.line(f"output: {compact_json(run.get('output'), 2000)}")
         else:

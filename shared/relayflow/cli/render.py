@@ -7,6 +7,7 @@ printing something useful against deployments of other versions.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -186,11 +187,12 @@ def timeline_table(entries: Sequence[Mapping[str, Any]]) -> str:
     return table(["ENTRY", "ATTEMPT", "START (UTC)", "DURATION", "OUTCOME", "DETAIL"], rows)
 
 
-def describe_wait(wait: Mapping[str, Any]) -> str:
+def describe_wait(wait: Mapping[str, Any], run_id: str = "RUN") -> str:
     """``token:t1 (token t1)``, ``sleep:0 until 12:00:03``: a pending wait in one phrase."""
     text = str(pick(wait, "id", default="?"))
     if wait.get("tokenId"):
-        text += f"  (complete with: relayflow token complete <run> {wait['tokenId']})"
+        command = shlex.join(["relayflow", "token", "complete", run_id, str(wait["tokenId"])])
+        text += f"  (complete with: {command})"
     elif wait.get("signalName"):
         text += f"  (signal {wait['signalName']})"
     elif wait.get("eventType"):
@@ -221,7 +223,8 @@ def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) ->
     waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]
     for index, wait in enumerate(waits):
         label = "waits on" if index == 0 else ""
-        lines.append(f"{label:<9} {describe_wait(wait)}")
+        run_id = str(pick(run, "id", "runId", default="RUN"))
+        lines.append(f"{label:<9} {describe_wait(wait, run_id)}")
     children = run.get("children") or []
     if children:
         lines.append(f"children  {', '.join(str(c) for c in children)}")

@@ -32,7 +32,7 @@ class TimelineEntry(RecordModel):
     """One step attempt or one wait of a run.
 
     ``outcome`` is ``ok``/``err``/``started``/``retrying`` for steps and ``pending``,
-    ``resolved``, ``timed_out`` or ``error`` for waits.
+    ``resolved``, ``timed_out``, ``error`` or ``cancelled`` (the run ended first) for waits.
     """
 
     type: Literal["step", "wait"]
@@ -137,6 +137,10 @@ def timeline(record: RunRecord) -> list[TimelineEntry]:
     for wait_id, reg in journal.waitpoints_registered.items():
         resolution = journal.waitpoints_resolved.get(wait_id)
         outcome = "pending"
+        ended_at = resolution.resolved_at if resolution else None
+        if resolution is None and record.is_terminal:
+            # The run ended (cancelled, failed) while it waited: the wait ended with it.
+            outcome, ended_at = "cancelled", record.completed_at
         if resolution is not None:
             outcome = "resolved"
             if resolution.timed_out:
@@ -149,7 +153,7 @@ def timeline(record: RunRecord) -> list[TimelineEntry]:
                 id=wait_id,
                 kind=reg.kind,
                 started_at=reg.registered_at,
-                ended_at=resolution.resolved_at if resolution else None,
+                ended_at=ended_at,
                 outcome=outcome,
                 source=resolution.source if resolution else None,
                 error=resolution.error if resolution else None,

@@ -55,6 +55,14 @@ class InlineDispatcher:
         self._handler = handler
         self._options = dict(handler_options or {})
 
+    def hosts_workflow(self, workflow_id: str) -> bool | None:
+        """Whether this process registered ``workflow_id`` (None with a custom handler)."""
+        if self._handler is not None:
+            return None
+        from relayflow.sdk.registry import find_workflow
+
+        return find_workflow(workflow_id) is not None
+
     def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Invoke the host with ``request``; returns (HTTP status, body)."""
         handler = self._handler or _default_handler()

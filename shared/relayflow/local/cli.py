@@ -11,6 +11,7 @@ import shlex
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
@@ -47,8 +48,8 @@ def sample_trigger(workflow_ids: list[str]) -> tuple[str, Any] | None:
     return None
 
 
-def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> str:
-    """What ``relayflow dev`` prints once the stack is up."""
+def banner(url: str, token: str, moto_url: str, environment: str, app: Any, notes: str = "") -> str:
+    """What ``relayflow dev`` prints once the stack is up (``notes``: lines after the app)."""
     auth = shlex.quote(f"Authorization: Bearer {token}")
     lines = [
         "relayflow dev: the local stack is running",
@@ -58,13 +59,20 @@ def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> s
         f"  moto         {moto_url}",
         f"  environment  {environment}",
     ]
-    if app.module:
+    if app.module and not app.workflow_ids:
+        lines.append(
+            f"  app          {app.module}: no workflows registered (declare them with "
+            f"@workflow(id=...) in {app.module} or a module it imports)"
+        )
+    elif app.module:
         lines.append(
             f"  app          {app.module}: {len(app.workflow_ids)} workflow(s), "
             f"{app.filter_count} event filter(s), manifest {app.manifest_version}"
         )
     else:
         lines.append("  app          none (pass --app MODULE to host your workflows)")
+    if notes:
+        lines.append(notes)
     lines += ["", "Try:", f"  curl -s {url}/api/healthz"]
     sample = sample_trigger(app.workflow_ids)
     if sample is not None:
@@ -86,8 +94,33 @@ def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> s
     return "\n".join(lines)
 
 
-def run_dev(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
-    """Run the stack until SIGINT/SIGTERM; returns the exit status."""
+def state_line(stack: Any, options: Any) -> str:
+    """What the banner says about the saved state and where steps run."""
+    lines = []
+    if options.state_dir is not None:
+        what = (
+            f"restored from {options.state_dir}"
+            if stack.restored
+            else f"empty, saved to {options.state_dir}"
+        )
+        lines.append(f"  state        {what} (--fresh starts empty)")
+    if options.dispatch_url:
+        lines.append(f"  step host    {options.dispatch_url} (signing: {options.signing_mode})")
+    return "\n".join(lines)
+
+
+def run_dev(
+    args: argparse.Namespace, *, out: TextIO, err: TextIO, argv: list[str] | None = None
+) -> int:
+    """Run the stack until SIGINT/SIGTERM; returns the exit status.
+
+    With ``--reload``, the stack runs in a child process that is restarted whenever the app's
+    files change; ``argv`` is the command line to start it with.
+    """
+    if getattr(args, "reload", False):
+        from relayflow.local.reload import supervise
+
+        return supervise(argv or [], app=resolve_app(args.app), out=out, err=err)
     # Powertools loggers read their level when built: keep request/alarm logs off the console.
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -95,6 +128,7 @@ def run_dev(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
 
     from relayflow.local.http_adapter import PortInUseError
     from relayflow.local.stack import DevOptions, DevStack, console_writer
+    from relayflow.local.state import StateError
 
     options = DevOptions(
         app=resolve_app(args.app),
@@ -102,6 +136,11 @@ def run_dev(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
         moto_port=args.moto_port,
         environment=args.env,
         token=args.dev_token,
+        state_dir=Path(args.state_dir).resolve(),
+        fresh=args.fresh,
+        dispatch_url=args.dispatch_url,
+        signing_secret=args.signing_secret,
+        signing_mode=args.signing_mode,
     )
     stack = DevStack(options, console_writer(out))
     stopped = threading.Event()
@@ -116,13 +155,16 @@ def run_dev(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
         except PortInUseError as exc:
             err.write(f"relayflow dev: {exc.strerror}; pick another with --port/--moto-port\n")
             return EXIT_USAGE
-        except AppLoadError as exc:
+        except (AppLoadError, StateError) as exc:
             err.write(f"relayflow dev: {exc}\n")
             return EXIT_USAGE
         except Exception as exc:
             err.write(f"relayflow dev: the local stack failed to start: {exc}\n")
             return EXIT_FAILED
-        out.write(banner(stack.url, stack.token, stack.moto_url, options.environment, stack.app))
+        notes = state_line(stack, options)
+        out.write(
+            banner(stack.url, stack.token, stack.moto_url, options.environment, stack.app, notes)
+        )
         out.write("\n")
         out.flush()
         while not stopped.wait(0.5):

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import boto3
@@ -25,12 +26,13 @@ from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.tables import create_resources
 from relayflow.cli.app_loader import build_app_manifest, load_app
-from relayflow.config import DispatchTarget, Settings
+from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
 from relayflow.local.scheduler import LocalScheduler
+from relayflow.local.state import DevState, gate_moto_server
 from relayflow.local.transitions_log import TransitionLog
 
 if TYPE_CHECKING:
@@ -67,6 +69,14 @@ class DevOptions:
     environment: str = "development"
     token: str | None = None
     host: str = "127.0.0.1"
+    #: Where runs, alarms and manifests are kept across restarts; ``None`` keeps nothing.
+    state_dir: Path | None = None
+    #: Forget the saved state and start empty.
+    fresh: bool = False
+    #: Step requests go to this step host over HTTP instead of the in-process worker.
+    dispatch_url: str | None = None
+    signing_secret: str | None = None
+    signing_mode: SigningMode = "relayflow"
 
 
 @dataclass
@@ -95,7 +105,10 @@ class DevStack:
         self.options = options
         self.token = options.token or f"dev-{secrets.token_urlsafe(18)}"
         self._log = log
-        self.settings = replace(LOCAL_SETTINGS, signing_secret=secrets.token_hex(32))
+        self.settings = _settings_of(options)
+        self.state = DevState(options.state_dir) if options.state_dir is not None else None
+        #: Backends restored from the state folder (0 when the stack started empty).
+        self.restored = 0
         self.app = AppInfo(module=options.app)
         self._http: LambdaHttpServer | None = None
         self._moto: LocalMoto | None = None
@@ -133,6 +146,9 @@ class DevStack:
             PortInUseError: The API or moto port is taken.
             AppLoadError: The app module cannot be imported.
         """
+        if self.state is not None:
+            self.state.open(fresh=self.options.fresh)
+            self.state.on_error = self._report_error
         # Bind the API port first so a taken port fails before anything else starts.
         self._http = LambdaHttpServer(
             self._serve_api, host=self.options.host, port=self.options.port,
@@ -140,6 +156,7 @@ class DevStack:
         )  # fmt: skip
         try:
             self._moto = start_moto(self.options.host, self.options.moto_port)
+            self._restore_state()
             clients = self._clients(self._moto.endpoint_url)
             create_resources(clients, self.settings)
             self._load_app()
@@ -157,6 +174,8 @@ class DevStack:
                 target=self._sweep_loop, name="relayflow-sweeper", daemon=True
             )
             self._sweeper.start()
+            if self.state is not None:
+                self.state.start()
             self._http.start()
         except BaseException:
             self.stop()
@@ -175,11 +194,29 @@ class DevStack:
             self._sweeper.join(timeout=5)
             self._sweeper = None
         self._lambda.close()
+        if self.state is not None:
+            try:
+                if self._moto is not None:
+                    self.state.stop()  # the last snapshot, once nothing writes any more
+            finally:
+                self.state.close()
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
 
     # -- building ------------------------------------------------------------------------------
+
+    def _restore_state(self) -> None:
+        if self.state is None:
+            return
+        assert self._moto is not None
+        gate_moto_server(self._moto.server, self.state.gate)
+        self.restored = self.state.restore()
+        saved = self.state.settings()
+        # The token survives restarts, so exported RELAYFLOW_TOKEN values keep working.
+        if self.options.token is None and isinstance(saved.get("token"), str):
+            self.token = saved["token"]
+        self.state.save_settings({**saved, "token": self.token})
 
     def _clients(self, endpoint_url: str) -> AwsClients:
         # Explicit fake credentials: whatever the shell holds, nothing reaches real AWS.
@@ -208,9 +245,16 @@ class DevStack:
         driver = build_aws_driver(self.settings, clients=clients)
         # The engine reports every insert and save: the console gets one line per transition.
         driver.engine.add_observer(TransitionLog(self._log, _now_ms))
+        if self.options.dispatch_url is None:
+            # The worker runs in this process: a workflow it does not have is refused at once.
+            from relayflow.sdk.registry import find_workflow
+
+            driver.host_catalog = lambda workflow_id: find_workflow(workflow_id) is not None
         return driver
 
     def _register_manifest(self, driver: WorkflowDriver) -> None:
+        if not self.options.app:
+            return  # nothing to describe: triggers are checked by the step host alone
         manifest = build_app_manifest(self.options.environment)
         self.app.manifest_version = driver.register_manifest(self.options.environment, manifest)
 
@@ -273,15 +317,32 @@ class DevStack:
             self._log(f"error: alarm of run {payload.get('runId')}: {answer['Payload'].read()!r}")
 
     def _sweep_loop(self) -> None:
+        if self.restored:
+            # Runs whose alarm came due, or whose drive was cut short, while the stack was down.
+            self._sweep_once()
         while not self._stop.wait(SWEEP_INTERVAL_S):
-            try:
-                assert self._sweeper_handler is not None
-                self._sweeper_handler({}, None)
-            except Exception as exc:
-                self._report_error(exc)
+            self._sweep_once()
+
+    def _sweep_once(self) -> None:
+        try:
+            assert self._sweeper_handler is not None
+            self._sweeper_handler({}, None)
+        except Exception as exc:
+            self._report_error(exc)
 
     def _report_error(self, exc: BaseException) -> None:
         self._log(f"error: {type(exc).__name__}: {exc}")
+
+
+def _settings_of(options: DevOptions) -> Settings:
+    if options.dispatch_url is None:
+        return replace(LOCAL_SETTINGS, signing_secret=secrets.token_hex(32))
+    return replace(
+        LOCAL_SETTINGS,
+        dispatcher=DispatchTarget("http", options.dispatch_url),
+        signing_secret=options.signing_secret,
+        signing_mode=options.signing_mode,
+    )
 
 
 class LocalAwsClients(AwsClients):

@@ -9,6 +9,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 from relayflow.errors import WorkflowNotFoundError
+from relayflow.sdk.definition import (
+    check_body,
+    check_retry,
+    check_tags,
+    check_workflow_id,
+    refuse_positional_id,
+)
 from relayflow.sdk.durations import Duration, parse_optional_duration
 from relayflow.sdk.retry import RetryPolicy
 
@@ -107,23 +114,27 @@ def workflow(
 
     Raises:
         ValueError: The id is empty or ``timeout`` is not a duration.
+        TypeError: The id is given positionally, ``retry`` is not a ``RetryPolicy``,
+            ``tags`` is not a list of strings, or the body does not take ``(input, ctx)``.
 
     Example:
         >>> @workflow(id="greet")
         ... def greet(name, ctx):
         ...     return ctx.step("hello", lambda: f"hello {name}")
     """
+    refuse_positional_id(fn)
     config = WorkflowConfig(
-        retry=retry,
-        timeout_ms=parse_optional_duration(timeout),
-        tags=tuple(tags),
+        retry=check_retry(retry),
+        timeout_ms=parse_optional_duration(timeout, what="timeout"),
+        tags=check_tags(tags),
         description=description,
     )
 
     def register(body: Callable[..., R]) -> Workflow[R]:
-        workflow_id = id if id is not None else getattr(body, "__name__", "")
-        if not isinstance(workflow_id, str) or not workflow_id:
-            raise ValueError(f"invalid workflow id: {workflow_id!r}")
+        workflow_id = check_workflow_id(
+            id if id is not None else getattr(body, "__name__", ""), body
+        )
+        check_body(body, workflow_id)
         created = Workflow(workflow_id, body, config)
         if workflow_id in _REGISTRY:
             _log.warning(

@@ -17,7 +17,7 @@ from relayflow.sdk.effects import Call, Op, Pause
 from relayflow.sdk.failures import serialize_error, step_failure
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
-from relayflow.sdk.serdes import Serdes, dump_value, load_value
+from relayflow.sdk.serdes import Serdes, dump_output, load_value
 
 Semantics = Literal["at_least_once", "at_most_once"]
 
@@ -116,7 +116,7 @@ def run_step(
         scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
         try:
             value = yield Call(fn, args, opts.timeout_ms, scope, key)
-            output = dump_value(value, opts.serdes)
+            output = dump_output(f"step {key!r}", value, opts.serdes)
         except Exception as exc:
             _keep_metadata(entry, scope.updates)
             _drop_started(entry, attempt)

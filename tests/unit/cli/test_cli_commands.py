@@ -207,7 +207,10 @@ def test_runs_list_prints_a_table_and_passes_filters(fake_api: FakeApi) -> None:
     assert lines[1].split()[:3] == ["run_1", "orders.fulfil", "completed"]
     assert "4.2s" in lines[1]
     assert lines[2].split()[-1] == "x"
-    assert "relayflow runs list --cursor c2" in out
+    assert out.splitlines()[-1] == (
+        "more: relayflow runs list --workflow orders.fulfil --status failed --tag x "
+        "--limit 20 --cursor c2"
+    )
     query = fake_api.last("GET", "/api/runs").query
     assert query == {
         "workflowId": ["orders.fulfil"],
@@ -276,7 +279,10 @@ def test_runs_watch_gives_up_at_its_timeout(fake_api: FakeApi) -> None:
     fake_api.on("GET", "/api/runs/run_1/timeline", (200, {"timeline": []}))
     code, _, err = cli(fake_api, "runs", "watch", "run_1", "--timeout", "0")
     assert code == 3
-    assert "gave up after 0s: the run is still waiting" in err
+    assert err.splitlines() == [
+        "gave up after 0s: run run_1 is still waiting",
+        "follow it with: relayflow runs watch run_1",
+    ]
 
 
 def test_runs_cancel_sends_compensate_and_reason(fake_api: FakeApi) -> None:
@@ -381,6 +387,7 @@ def test_injections_post_to_the_run(
 def test_manifest_show_lists_workflows_and_filters(fake_api: FakeApi) -> None:
     manifest = {
         "versionId": "abcd",
+        "builtAt": 1_700_000_000_000,
         "workflows": [{"id": "orders.fulfil", "version": "v1"}],
         "eventFilters": [
             {"id": "ef_1", "eventType": "order.paid", "targetWorkflowId": "billing.invoice",
@@ -395,6 +402,7 @@ def test_manifest_show_lists_workflows_and_filters(fake_api: FakeApi) -> None:
     code, out, _ = cli(fake_api, "manifest", "show", "--env", "preview")
     assert code == 0
     assert "version      abcd" in out
+    assert "built        2023-11-14 22:13:20 UTC" in out
     assert "  orders.fulfil  (v1)" in out
     assert 'ef_1  order.paid -> billing.invoice  where {"gt":["data.amount",100]}' in out
 
@@ -469,7 +477,7 @@ def test_runs_get_shows_pending_waits_children_and_compensations(fake_api: FakeA
     assert code == 0
     assert (
         "waits on  token:manager-approval  "
-        "(complete with: relayflow token complete <run> manager-approval)" in out
+        "(complete with: relayflow token complete run_1 manager-approval)" in out
     )
     assert "          signal:finance.approved:1  (signal finance.approved)" in out
     assert "children  run_1/invoke:orders.label:2" in out
@@ -481,3 +489,39 @@ def test_an_injection_prints_what_became_of_the_delivery(fake_api: FakeApi) -> N
     fake_api.on("POST", "/api/runs/run_1/signals", (200, answer))
     code, out, _ = cli(fake_api, "signal", "run_1", "go")
     assert (code, out.strip()) == (0, "run_1  waiting  (delivery buffered)")
+
+
+def test_the_next_page_hint_keeps_the_limit_and_every_filter(fake_api: FakeApi) -> None:
+    fake_api.on("GET", "/api/runs", (200, {"runs": [RUN_DONE], "nextCursor": "c 3"}))
+    code, out, _ = cli(
+        fake_api, "runs", "list", "--limit", "2", "--env", "preview",
+        "--since", "2026-01-01T00:00:00Z", "--until", "1700000000000",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[-1] == (
+        "more: relayflow runs list --env preview --since 2026-01-01T00:00:00Z "
+        "--until 1700000000000 --limit 2 --cursor 'c 3'"
+    )
+
+
+def test_trigger_wait_that_gives_up_prints_the_run_id(fake_api: FakeApi) -> None:
+    fake_api.on("POST", "/api/runs", (201, RUN_WAITING))
+    fake_api.on("GET", "/api/runs/run_1", (200, RUN_WAITING))
+    fake_api.on("GET", "/api/runs/run_1/timeline", (200, {"timeline": []}))
+    code, _, err = cli(fake_api, "trigger", "orders.fulfil", "--wait", "--timeout", "0")
+    assert code == 3
+    assert "gave up after 0s: run run_1 is still waiting" in err
+    assert "follow it with: relayflow runs watch run_1" in err
+
+
+def test_an_app_with_a_syntax_error_is_a_usage_error(
+    fake_api: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cli_broken_app.py").write_text("def broken(:\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    code, _, err = cli(fake_api, "manifest", "push", "--app", "cli_broken_app")
+    assert code == 2
+    assert "app module 'cli_broken_app' has a syntax error: " in err
+    assert "cli_broken_app.py:1:" in err
+    assert fake_api.requests == []

@@ -1,0 +1,120 @@
+"""``relayflow dev --dispatch-url``: the stack drives workflows hosted by another process.
+
+The step host is a relayflow WSGI host served by this test process on a free port; the dev
+stack (a subprocess) signs each step request with the shared secret and POSTs it there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+import requests
+from dev_process import free_port, start_dev
+
+from relayflow.sdk.registry import reset_registry
+from relayflow.worker.hosts import make_wsgi_app
+
+SECRET = "remote-host-secret"
+TOKEN = "remote-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+FLOWS = """
+import os
+
+from relayflow import workflow
+
+
+@workflow(id="remote.where")
+async def where(data, ctx):
+    await ctx.sleep("1s")
+    pid = await ctx.step("pid", lambda: os.getpid())
+    return {"pid": pid, "echo": data}
+"""
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def remote_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    (tmp_path / "remote_flows.py").write_text(textwrap.dedent(FLOWS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reset_registry()
+    __import__("remote_flows")
+    port = free_port()
+    server: WSGIServer = make_server(
+        "127.0.0.1", port, make_wsgi_app(secret=SECRET), handler_class=_QuietHandler
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/steps"
+    finally:
+        server.shutdown()
+        server.server_close()
+        sys.modules.pop("remote_flows", None)
+        reset_registry()
+
+
+def test_the_dev_stack_drives_a_workflow_hosted_over_http(remote_host: str, tmp_path: Path) -> None:
+    dev = start_dev(
+        "--token", TOKEN, "--dispatch-url", remote_host, "--signing-secret", SECRET,
+        app="remote_flows", cwd=tmp_path, state_dir=tmp_path / "state",
+    )  # fmt: skip
+    try:
+        assert f"  step host    {remote_host} (signing: relayflow)" in dev.output()
+        answer = requests.post(
+            f"{dev.url}/api/runs",
+            json={"workflowId": "remote.where", "input": {"n": 1}},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert answer.status_code == 201, answer.text
+        run_id = answer.json()["id"]
+        deadline = time.monotonic() + 30
+        run = answer.json()
+        while run["status"] != "completed":
+            assert run["status"] in ("running", "waiting"), run
+            assert time.monotonic() < deadline, run
+            time.sleep(0.1)
+            run = requests.get(f"{dev.url}/api/runs/{run_id}", headers=AUTH, timeout=10).json()
+        # The step ran here, in the host's process, not in the dev stack's.
+        assert run["output"] == {"pid": os.getpid(), "echo": {"n": 1}}
+    finally:
+        try:
+            dev.interrupt()
+        finally:
+            dev.kill()
+
+
+def test_a_wrong_secret_is_refused_by_the_host(remote_host: str, tmp_path: Path) -> None:
+    dev = start_dev(
+        "--token", TOKEN, "--dispatch-url", remote_host, "--signing-secret", "not-the-secret",
+        app="remote_flows", cwd=tmp_path, state_dir=tmp_path / "state",
+    )  # fmt: skip
+    try:
+        answer = requests.post(
+            f"{dev.url}/api/runs",
+            json={"workflowId": "remote.where", "input": {}, "waitMs": 5000},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert answer.status_code == 201, answer.text
+        run = answer.json()
+        assert run["status"] == "failed", run
+        assert "401" in run["error"]["message"] or "unauthorized" in str(run["error"]).lower()
+    finally:
+        try:
+            dev.interrupt()
+        finally:
+            dev.kill()

@@ -1,0 +1,78 @@
+"""``relayflow dev --reload``: a code change restarts the hosted workflows; runs carry on."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+from dev_process import start_dev
+
+TOKEN = "reload-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+FLOWS = """
+from relayflow import workflow
+
+
+@workflow(id="reload.greet")
+async def greet(data, ctx):
+    who = await ctx.wait_for_signal("go")
+    return {"greeting": GREETING + " " + who["name"]}
+
+
+GREETING = "{greeting}"
+"""
+
+
+def _run(url: str, run_id: str) -> dict[str, Any]:
+    answer = requests.get(f"{url}/api/runs/{run_id}", headers=AUTH, timeout=10)
+    assert answer.status_code == 200, answer.text
+    run: dict[str, Any] = answer.json()
+    return run
+
+
+def test_a_changed_module_is_reloaded_and_the_waiting_run_finishes_with_it(
+    tmp_path: Path,
+) -> None:
+    module = tmp_path / "reload_flows.py"
+    module.write_text(textwrap.dedent(FLOWS).replace("{greeting}", "hello"))
+    dev = start_dev(
+        "--token", TOKEN, "--reload", app="reload_flows", cwd=tmp_path,
+        state_dir=tmp_path / "state",
+    )  # fmt: skip
+    try:
+        answer = requests.post(
+            f"{dev.url}/api/runs", json={"workflowId": "reload.greet"}, headers=AUTH, timeout=30
+        )
+        assert answer.status_code == 201, answer.text
+        run_id = answer.json()["id"]
+        assert answer.json()["status"] == "waiting"
+
+        module.write_text(textwrap.dedent(FLOWS).replace("{greeting}", "bonjour"))
+        dev.wait_for_output(lambda line: "changed; restarting the hosted workflows" in line, 30)
+        deadline = time.monotonic() + 60
+        while sum("Ctrl-C stops" in line for line in dev.lines) < 2:
+            assert time.monotonic() < deadline, dev.output()
+            time.sleep(0.1)
+        signal = requests.post(
+            f"{dev.url}/api/runs/{run_id}/signals",
+            json={"name": "go", "payload": {"name": "ada"}},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert signal.status_code == 200, signal.text
+        deadline = time.monotonic() + 30
+        run = _run(dev.url, run_id)
+        while run["status"] != "completed":
+            assert run["status"] in ("running", "waiting"), run
+            assert time.monotonic() < deadline, run
+            time.sleep(0.1)
+            run = _run(dev.url, run_id)
+        assert run["output"] == {"greeting": "bonjour ada"}
+    finally:
+        try:
+            assert dev.interrupt(timeout_s=40) == 0, "\n".join(dev.errors)
+        finally:
+            dev.kill()

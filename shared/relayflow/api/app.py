@@ -12,9 +12,10 @@ import binascii
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response
@@ -23,6 +24,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic.json_schema import models_json_schema
 
@@ -66,8 +68,28 @@ def _strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
+class _RequestState(threading.local):
+    """What Powertools keeps about the request being answered, kept per thread.
+
+    Powertools stores the event and Lambda context on its ``BaseRouter`` class (shared by
+    every resolver in the process) and the matched route and its arguments in the
+    resolver's ``context`` dict: one thread's request would overwrite another's. Lambda
+    answers one request at a time; the local server answers many at once.
+    """
+
+    def __init__(self) -> None:
+        self.current_event: Any = None
+        self.lambda_context: Any = None
+        self.context: dict[str, Any] = {}
+        self.processed_stack_frames: list[str] = []
+
+
 class RelayflowResolver(APIGatewayHttpResolver):
-    """The resolver with the pre-routing checks and the never-500-for-input guarantee."""
+    """The resolver with the pre-routing checks and the never-500-for-input guarantee.
+
+    It answers concurrent requests from several threads: the per-request state lives in
+    :class:`_RequestState`, and each route's middleware stack is built once under a lock.
+    """
 
     def __init__(
         self,
@@ -78,6 +100,9 @@ class RelayflowResolver(APIGatewayHttpResolver):
         cors: CORSConfig | None,
         max_body_bytes: int,
     ) -> None:
+        # Before ``super().__init__``: it assigns ``context`` and ``processed_stack_frames``.
+        self._request = _RequestState()
+        self._build_lock = threading.Lock()
         super().__init__(
             cors=cors,
             debug=False,
@@ -90,15 +115,58 @@ class RelayflowResolver(APIGatewayHttpResolver):
         self.max_body_bytes = max_body_bytes
         self._openapi_cache: dict[str, Any] | None = None
 
+    # -- per-thread request state ------------------------------------------------------------
+
+    @property  # type: ignore[override]
+    def current_event(self) -> APIGatewayProxyEventV2:
+        """The event of the request this thread is answering."""
+        event: APIGatewayProxyEventV2 = self._request.current_event
+        return event
+
+    @current_event.setter
+    def current_event(self, value: APIGatewayProxyEventV2) -> None:
+        self._request.current_event = value
+
+    @property
+    def lambda_context(self) -> LambdaContext:
+        """The Lambda context of the request this thread is answering."""
+        context: LambdaContext = self._request.lambda_context
+        return context
+
+    @lambda_context.setter
+    def lambda_context(self, value: LambdaContext) -> None:
+        self._request.lambda_context = value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """Powertools' routing context (matched route, its arguments) of this thread."""
+        return self._request.context
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        self._request.context = value
+
+    @property
+    def processed_stack_frames(self) -> list[str]:
+        """Powertools' middleware trace of this thread's request."""
+        return self._request.processed_stack_frames
+
+    @processed_stack_frames.setter
+    def processed_stack_frames(self, value: list[str]) -> None:
+        self._request.processed_stack_frames = value
+
     # -- entry point -----------------------------------------------------------------------
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         """Answer one API Gateway v2 event; unexpected failures become 500 ``internal_error``."""
         started = time.monotonic()
         request_id = _request_id(event, context)
-        self.logger.append_keys(request_id=request_id)
+        self.logger.thread_safe_append_keys(request_id=request_id)
         try:
             event = _normalise_event(event)
+            # Powertools sets these on its shared class; this thread reads its own copies.
+            self.current_event = cast(APIGatewayProxyEventV2, self._to_proxy_event(event))
+            self.lambda_context = context
             answer = super().resolve(event, context)
         except Exception:
             self.logger.exception("request failed before routing")
@@ -114,7 +182,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
                 "duration_ms": round((time.monotonic() - started) * 1000, 1),
             },
         )
-        self.logger.remove_keys([*_LOG_KEYS, "request_id"])
+        self.logger.thread_safe_remove_keys([*_LOG_KEYS, "request_id"])
         return answer
 
     def _resolve(self) -> ResponseBuilder[Any]:
@@ -125,6 +193,17 @@ class RelayflowResolver(APIGatewayHttpResolver):
         except ApiError as exc:
             return self._answer_error(method, path, exc)
         return super()._resolve()
+
+    def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder[Any]:
+        # Powertools builds a route's middleware stack on its first call; two threads doing
+        # it at once would wrap the route twice.
+        if not route._middleware_stack_built:
+            with self._build_lock:
+                if not route._middleware_stack_built:
+                    route._build_middleware_stack(
+                        router_middlewares=self._router_middlewares, app=self
+                    )
+        return super()._call_route(route, route_arguments)
 
     # -- pre-routing checks ----------------------------------------------------------------
 

@@ -48,7 +48,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     backend = Backend(ctx.driver, ctx.admin)
 
     def observe(run: RunDetail) -> RunDetail:
-        ctx.logger.append_keys(run_id=run.id, workflow_id=run.workflow_id)
+        ctx.logger.thread_safe_append_keys(run_id=run.id, workflow_id=run.workflow_id)
         return run
 
     def wait_for_settle(run: RunDetail, wait_ms: int) -> RunDetail:

@@ -13,6 +13,7 @@ import sys
 import threading
 from types import FrameType
 from typing import Any, TextIO
+from urllib.parse import quote
 
 from relayflow.cli.app_loader import AppLoadError
 
@@ -47,6 +48,11 @@ def sample_trigger(workflow_ids: list[str]) -> tuple[str, Any] | None:
     return None
 
 
+def dashboard_link(url: str, token: str) -> str:
+    """The dashboard's address signed in with ``token`` (in the fragment: never sent)."""
+    return f"{url}/#token={quote(token, safe='')}"
+
+
 def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> str:
     """What ``relayflow dev`` prints once the stack is up."""
     auth = shlex.quote(f"Authorization: Bearer {token}")
@@ -54,6 +60,7 @@ def banner(url: str, token: str, moto_url: str, environment: str, app: Any) -> s
         "relayflow dev: the local stack is running",
         "",
         f"  API          {url}",
+        f"  dashboard    {dashboard_link(url, token)}",
         f"  token        {token}",
         f"  moto         {moto_url}",
         f"  environment  {environment}",

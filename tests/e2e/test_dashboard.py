@@ -330,9 +330,7 @@ def test_render_times_of_500_runs_and_a_1000_entry_timeline(page: Any) -> None:
     """Prints the figures (no timed assertion): the API answers are served by the test."""
     page.route(re.compile(r".*/api/runs\?.*limit=500.*"), lambda route: _fulfil(route, _runs(500)))
     open_hash(page, "#/runs?tag=render&limit=500")
-    page.wait_for_function(
-        "() => document.querySelectorAll('#runs-table tbody tr').length === 500"
-    )
+    page.wait_for_function("() => document.querySelectorAll('#runs-table tbody tr').length === 500")
     runs_ms = _last_measure(page, "runs-render")
     screenshot(page, "runs-500")
 

@@ -320,7 +320,7 @@ def _fulfil(route: Any, body: Any) -> None:
 def _last_measure(page: Any, name: str) -> float:
     return float(
         page.evaluate(
-            "name => { const m = performance.getEntriesByName(name); return m[m.length - 1].duration; }",
+            "name => performance.getEntriesByName(name).at(-1).duration",
             name,
         )
     )
@@ -375,3 +375,37 @@ def test_render_times_of_500_runs_and_a_1000_entry_timeline(page: Any) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     Path(ARTIFACTS / "render-times.txt").write_text(report)
     print("\n" + report)
+
+
+def test_the_start_form_checks_the_input_schema_of_the_manifest(
+    page: Any, dev_stack: DevProcess
+) -> None:
+    schema = {
+        "type": "object",
+        "required": ["id", "total"],
+        "properties": {"id": {"type": "string"}, "total": {"type": "number", "minimum": 0}},
+    }
+    manifest = {
+        "schemaVersion": 1,
+        "workflows": [{"id": "orders.fulfil", "inputSchema": schema}],
+        "eventFilters": [],
+    }
+    answer = requests.post(
+        f"{dev_stack.url}/api/manifests",
+        json={"environment": "preview", "manifest": manifest},
+        headers=AUTH,
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    open_hash(page, "#/start?env=preview")
+    page.wait_for_selector("#start-workflow")
+
+    page.fill("#start-input", json.dumps({"id": 7, "total": -1}))
+
+    check = page.inner_text("#input-check")
+    assert "input.id should be string, not integer" in check
+    assert "input.total should be ≥ 0" in check
+    page.click("#start-submit")
+    assert "#/start" in page.url
+    page.fill("#start-input", json.dumps({"id": "o-schema", "total": 3}))
+    assert "matches the input schema" in page.inner_text("#input-check")

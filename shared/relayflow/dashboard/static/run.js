@@ -46,7 +46,7 @@ function section(title, ...content) {
 function waitActions(run, wait, refresh) {
   const kind = waitKind({ id: wait.id, kind: wait.kind });
   const status = h("p", { class: "field-error", role: "alert" });
-  const payload = h("textarea", { id: `payload-${wait.id}`, spellcheck: false, placeholder: "{ }", rows: 4 });
+  const payload = h("textarea", { id: `payload-${wait.id}`, spellcheck: "false", placeholder: "{ }", rows: 4 });
   const send = async (path, body, done) => {
     status.textContent = "";
     try {

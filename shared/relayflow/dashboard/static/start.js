@@ -36,7 +36,7 @@ export function renderStart(main, params, ctx) {
     const wanted = params.get("workflow");
     const workflowSelect = h("select", { id: "start-workflow", name: "workflow" },
       workflows.map((w) => h("option", { value: w.id, selected: w.id === wanted }, w.id)));
-    const input = h("textarea", { id: "start-input", spellcheck: false, "aria-describedby": "input-check" }, "{}");
+    const input = h("textarea", { id: "start-input", spellcheck: "false", "aria-describedby": "input-check" }, "{}");
     const check = h("p", { id: "input-check", "aria-live": "polite" });
     const key = h("input", { id: "start-key", name: "idempotencyKey", size: 30, placeholder: "optional" });
     const tags = h("input", { id: "start-tags", name: "tags", size: 30, placeholder: "comma separated, optional" });

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SOURCES := $(wildcard shared functions infra tests examples bench)
 
-.PHONY: dev test lint typecheck unit bench clean
+.PHONY: dev test lint typecheck unit bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,9 +27,21 @@ typecheck: $(STAMP)
 FIGURES := tests/reliability/figures
 FIGURES_TOOL := $(BIN)/python tests/reliability/reliability_figures.py
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -n auto --reliability-totals=$(FIGURES)/default.json
 	$(FIGURES_TOOL) check $(FIGURES)/default.json
+
+# Headless Chromium for the dashboard tests (tests/e2e/test_dashboard.py): Debian's package,
+# installed when missing (as root, or with password-less sudo). Playwright only drives it:
+# its own browser downloads are never used. Without a browser those tests fail with one line
+# saying how to install it.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	  echo "relayflow: installing chromium for the dashboard tests"; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null || \
+	  echo "relayflow: chromium could not be installed (apt-get install -y chromium)"; }
 
 test: lint typecheck unit
 

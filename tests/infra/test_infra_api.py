@@ -13,7 +13,7 @@ from relayflow.api.auth import parse_token_secret
 pytestmark = pytest.mark.slow
 
 PROTECTED = {"GET /api/{proxy+}", "POST /api/{proxy+}"}
-PUBLIC = {"GET /api/healthz", "GET /api/openapi.json"}
+PUBLIC = {"GET /api/healthz", "GET /api/openapi.json", "GET /", "GET /dashboard/{proxy+}"}
 
 
 def _routes(template: Template) -> dict[str, str]:

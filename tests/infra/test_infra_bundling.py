@@ -35,6 +35,8 @@ def test_asset_holds_the_package_handlers_and_examples(asset_dir: Path) -> None:
         "relayflow/py.typed",
         "relayflow/api/handler.py",
         "relayflow/worker/hosts.py",
+        "relayflow/dashboard/static/index.html",
+        "relayflow/dashboard/static/app.js",
         "examples/__init__.py",
         "aws_lambda_powertools/__init__.py",
     ):

@@ -40,10 +40,13 @@ from relayflow.api.errors import (
 )
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.models import COMPONENT_REF, DOCUMENTED_BODIES
+from relayflow.api.routes import dashboard as dashboard_routes
 from relayflow.api.routes import events as events_routes
 from relayflow.api.routes import health as health_routes
+from relayflow.api.routes import manifest_history as manifest_history_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
+from relayflow.api.routes import stream as stream_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth
@@ -372,6 +375,9 @@ def create_app(
     app.include_router(events_routes.build_router(ctx))
     app.include_router(manifests_routes.build_router(ctx))
     app.include_router(health_routes.build_router(ctx, app.openapi_document))
+    app.include_router(stream_routes.build_router(ctx))
+    app.include_router(manifest_history_routes.build_router(ctx))
+    app.include_router(dashboard_routes.build_router())
     _install_error_handlers(app, logger)
     return app
 

@@ -17,7 +17,7 @@ from constructs import Construct
 from relayflow.cdk.props import ApiAuthMode, CorsSettings
 from relayflow.cdk.suppressions import acknowledge
 
-__all__ = ["API_ROUTES", "OPEN_ROUTES", "RelayflowHttpApi"]
+__all__ = ["API_ROUTES", "DASHBOARD_ROUTES", "OPEN_ROUTES", "RelayflowHttpApi"]
 
 API_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/{proxy+}"),
@@ -30,6 +30,12 @@ OPEN_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/openapi.json"),
 )
 """Routes open to anyone: the health check and the API description."""
+
+DASHBOARD_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
+    (apigwv2.HttpMethod.GET, "/"),
+    (apigwv2.HttpMethod.GET, "/dashboard/{proxy+}"),
+)
+"""The web dashboard's page shell and files, answered by the api function."""
 
 _ACCESS_LOG_FORMAT = json.dumps(
     {
@@ -121,21 +127,28 @@ class RelayflowHttpApi(Construct):
                         "authorizer.",
                     )
             self.routes += routes
-        for method, path in OPEN_ROUTES:
-            routes = self.http_api.add_routes(
-                path=path,
-                methods=[method],
-                integration=integration,
-                authorizer=apigwv2.HttpNoneAuthorizer(),
-            )
-            for route in routes:
-                acknowledge(
-                    route,
-                    "AwsSolutions-APIG4",
-                    "Public on purpose: the health check and the OpenAPI description read no "
-                    "run data.",
+        public = (
+            (
+                OPEN_ROUTES,
+                "Public on purpose: the health check and the OpenAPI description read no run data.",
+            ),
+            (
+                DASHBOARD_ROUTES,
+                "Public on purpose: the dashboard's page and script files hold no run data; "
+                "the pages call the protected API routes with the person's bearer token.",
+            ),
+        )
+        for table, reason in public:
+            for method, path in table:
+                routes = self.http_api.add_routes(
+                    path=path,
+                    methods=[method],
+                    integration=integration,
+                    authorizer=apigwv2.HttpNoneAuthorizer(),
                 )
-            self.routes += routes
+                for route in routes:
+                    acknowledge(route, "AwsSolutions-APIG4", reason)
+                self.routes += routes
 
     @property
     def url(self) -> str:

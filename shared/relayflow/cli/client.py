@@ -143,6 +143,17 @@ class ApiClient:
         """``GET /api/runs/{id}/timeline``: the run's steps and waits."""
         return self.request("GET", f"/api/runs/{_seg(run_id)}/timeline")
 
+    def stream(self, run_id: str, *, after: int = 0, wait_ms: int = 0) -> dict[str, Any]:
+        """``GET /api/runs/{id}/stream``: the journal events after ``after`` (a long poll)."""
+        return _as_dict(
+            self.request(
+                "GET",
+                f"/api/runs/{_seg(run_id)}/stream",
+                params={"after": after, "waitMs": wait_ms},
+                timeout_s=self.timeout_s + wait_ms / 1000,
+            )
+        )
+
     def cancel(
         self, run_id: str, *, reason: str | None = None, compensate: bool = False
     ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
+from urllib.parse import quote
 
 from relayflow.cli.app_loader import AppLoadError
 
@@ -48,6 +49,11 @@ def sample_trigger(workflow_ids: list[str]) -> tuple[str, Any] | None:
     return None
 
 
+def dashboard_link(url: str, token: str) -> str:
+    """The dashboard's address signed in with ``token`` (in the fragment: never sent)."""
+    return f"{url}/#token={quote(token, safe='')}"
+
+
 def banner(url: str, token: str, moto_url: str, environment: str, app: Any, notes: str = "") -> str:
     """What ``relayflow dev`` prints once the stack is up (``notes``: lines after the app)."""
     auth = shlex.quote(f"Authorization: Bearer {token}")
@@ -55,6 +61,7 @@ def banner(url: str, token: str, moto_url: str, environment: str, app: Any, note
         "relayflow dev: the local stack is running",
         "",
         f"  API          {url}",
+        f"  dashboard    {dashboard_link(url, token)}",
         f"  token        {token}",
         f"  moto         {moto_url}",
         f"  environment  {environment}",

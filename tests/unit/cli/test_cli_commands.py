@@ -120,9 +120,44 @@ def test_url_and_token_come_from_the_environment(
     assert fake_api.last("GET", "/api/runs/run_1").headers["authorization"] == "Bearer from-env"
 
 
+def _stream(status: str, events: list[dict[str, Any]], next_seq: int) -> dict[str, Any]:
+    done = status in ("completed", "failed", "cancelled")
+    return {"runId": "run_1", "status": status, "events": events, "next": next_seq, "done": done}
+
+
+STREAM = [
+    _stream(
+        "waiting",
+        [
+            {"seq": 1, "type": "step", "id": "charge", "attempt": 1, "status": "started"},
+            {
+                "seq": 2,
+                "type": "step",
+                "id": "charge",
+                "attempt": 1,
+                "status": "err",
+                "error": {"code": "UNKNOWN", "message": "gateway timeout"},
+            },
+        ],
+        2,
+    ),
+    _stream("waiting", [], 2),
+    _stream(
+        "completed",
+        [
+            {"seq": 3, "type": "step", "id": "charge", "attempt": 2, "status": "ok"},
+            {"seq": 4, "type": "wait", "id": "sleep:0", "kind": "DATETIME", "status": "pending"},
+            {"seq": 5, "type": "status", "status": "completed"},
+        ],
+        5,
+    ),
+]
+
+
 def test_trigger_wait_follows_the_run_to_completion(fake_api: FakeApi) -> None:
     fake_api.on("POST", "/api/runs", (200, RUN_WAITING))
-    fake_api.on("GET", "/api/runs/run_1", [(200, RUN_WAITING), (200, RUN_DONE)])
+    fake_api.on("GET", "/api/runs/run_1", (200, RUN_DONE))
+    fake_api.on("GET", "/api/runs/run_1/stream", [(200, s) for s in STREAM])
     fake_api.on("GET", "/api/runs/run_1/timeline", (200, TIMELINE))
     code, out, _ = cli(fake_api, "trigger", "orders.fulfil", "--wait", "--interval", "0")
     assert code == 0
@@ -258,25 +293,29 @@ def test_run_ids_with_a_slash_stay_one_path_segment(fake_api: FakeApi) -> None:
     assert code == 0
 
 
-def test_runs_watch_prints_each_change_until_the_run_ends(fake_api: FakeApi) -> None:
-    first = {"timeline": TIMELINE["timeline"][:1]}
-    fake_api.on("GET", "/api/runs/run_1", [(200, RUN_WAITING), (200, RUN_WAITING), (200, RUN_DONE)])
-    fake_api.on("GET", "/api/runs/run_1/timeline", [(200, first), (200, TIMELINE)])
+def test_runs_watch_prints_each_journal_event_until_the_run_ends(fake_api: FakeApi) -> None:
+    fake_api.on("GET", "/api/runs/run_1", [(200, RUN_WAITING), (200, RUN_DONE)])
+    fake_api.on("GET", "/api/runs/run_1/stream", [(200, s) for s in STREAM])
+    fake_api.on("GET", "/api/runs/run_1/timeline", (200, TIMELINE))
     code, out, _ = cli(fake_api, "runs", "watch", "run_1", "--interval", "0")
     assert code == 0
     events = [line.split(None, 1)[1] for line in out.splitlines() if line.lstrip().startswith("+")]
     assert events == [
-        "step charge (attempt 1): err  UNKNOWN: gateway timeout",
         "run waiting",
+        "step charge (attempt 1): started",
+        "step charge (attempt 1): err  UNKNOWN: gateway timeout",
         "step charge (attempt 2): ok",
-        "wait sleep:0: waiting",
+        "wait sleep:0: pending",
         "run completed",
     ]
+    polls = [r for r in fake_api.requests if r.path == "/api/runs/run_1/stream"]
+    assert [r.query["after"] for r in polls] == [["0"], ["2"], ["2"]]
+    assert all(0 < int(r.query["waitMs"][0]) <= 20_000 for r in polls)
 
 
 def test_runs_watch_gives_up_at_its_timeout(fake_api: FakeApi) -> None:
     fake_api.on("GET", "/api/runs/run_1", (200, RUN_WAITING))
-    fake_api.on("GET", "/api/runs/run_1/timeline", (200, {"timeline": []}))
+    fake_api.on("GET", "/api/runs/run_1/stream", (200, _stream("waiting", [], 0)))
     code, _, err = cli(fake_api, "runs", "watch", "run_1", "--timeout", "0")
     assert code == 3
     assert err.splitlines() == [

@@ -1,0 +1,112 @@
+// The timeline as a Gantt chart (SVG): one row per step (its attempts side by side, retries and
+// failures visible) and one per wait, on a time axis from the run's start.
+
+import { h, svg } from "./dom.js";
+import { formatDuration, formatTime } from "./format.js";
+
+const ROW = 20;
+const AXIS = 26;
+const BAR = 12;
+
+export function waitKind(entry) {
+  const prefix = (entry.id || "").split(":")[0];
+  if (prefix === "sleep" || prefix === "retry" || prefix === "checkpoint" || prefix === "condition") return prefix;
+  return { EVENT: "event", SIGNAL: "signal", MANUAL: "token", RUN: "child", DATETIME: "sleep" }[entry.kind] || prefix || "wait";
+}
+
+function rows(entries) {
+  const byKey = new Map();
+  for (const entry of entries) {
+    const key = entry.type + "\u0000" + entry.id;
+    let row = byKey.get(key);
+    if (!row) {
+      row = { type: entry.type, id: entry.id, label: entry.type === "step" ? entry.id : `${waitKind(entry)} · ${entry.id}`, entries: [] };
+      byKey.set(key, row);
+    }
+    row.entries.push(entry);
+  }
+  return [...byKey.values()];
+}
+
+function niceStep(span) {
+  const target = span / 6;
+  const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000,
+    120000, 300000, 600000, 900000, 1800000, 3600000, 7200000, 21600000, 43200000, 86400000];
+  return steps.find((s) => s >= target) || Math.ceil(target / 86400000) * 86400000;
+}
+
+function barClass(entry) {
+  if (entry.type === "wait") return entry.outcome === "pending" ? "bar-pending" : entry.outcome === "resolved" ? "bar-wait" : `bar-${entry.outcome}`;
+  return `bar-${entry.outcome}`;
+}
+
+function describe(entry) {
+  const what = entry.type === "step" ? `step ${entry.id}, attempt ${entry.attempt ?? 1}` : `${waitKind(entry)} wait ${entry.id}`;
+  const span = entry.endedAt ? formatDuration(entry.endedAt - entry.startedAt) : "still open";
+  const error = entry.error ? ` — ${entry.error.code || ""} ${entry.error.message || ""}` : "";
+  return `${what}: ${entry.outcome} (${span}) from ${formatTime(entry.startedAt)}${entry.source ? `, by ${entry.source}` : ""}${error}`;
+}
+
+export function ganttChart(entries, { start, end, width = 900 }) {
+  const list = rows(entries);
+  const labelWidth = width < 560 ? 120 : 220;
+  const plot = Math.max(200, width - labelWidth - 16);
+  const t0 = start;
+  let t1 = end;
+  for (const entry of entries) t1 = Math.max(t1, entry.endedAt ?? entry.startedAt);
+  const span = Math.max(1, t1 - t0);
+  const x = (t) => labelWidth + ((t - t0) / span) * plot;
+  const height = AXIS + list.length * ROW + 6;
+  const chart = svg("svg", { class: "gantt", width: labelWidth + plot + 16, height, role: "img",
+    "aria-label": `Timeline: ${list.length} rows over ${formatDuration(span)}` });
+  const axis = svg("g", { class: "axis" });
+  const step = niceStep(span);
+  for (let t = 0; t <= span; t += step) {
+    const px = x(t0 + t);
+    axis.append(svg("line", { class: "grid", x1: px, x2: px, y1: AXIS - 6, y2: height }),
+      svg("text", { x: px + 2, y: 14 }, t === 0 ? "0" : "+" + formatDuration(t)));
+  }
+  chart.append(axis);
+  const body = svg("g", {});
+  list.forEach((row, index) => {
+    const y = AXIS + index * ROW;
+    const group = svg("g", { class: "row" });
+    const label = row.label.length > (labelWidth / 6.5) ? row.label.slice(0, Math.floor(labelWidth / 6.5) - 1) + "…" : row.label;
+    group.append(svg("text", { x: 4, y: y + BAR }, svg("title", {}, row.label), label));
+    for (const entry of row.entries) {
+      const open = entry.endedAt === null || entry.endedAt === undefined;
+      const startX = x(entry.startedAt);
+      const endX = x(open ? t1 : entry.endedAt);
+      const w = Math.max(3, endX - startX);
+      group.append(svg("rect", { class: barClass(entry), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
+        svg("title", {}, describe(entry))));
+      if (entry.type === "step" && (entry.attempt ?? 1) > 1) {
+        group.append(svg("text", { x: startX + 2, y: y + BAR, class: "attempt" }, `#${entry.attempt}`));
+      }
+      if (entry.outcome === "err" || entry.outcome === "error" || entry.outcome === "timed_out") {
+        group.append(svg("text", { x: startX + w + 2, y: y + BAR + 1, class: "fail-mark" }, "✕"));
+      }
+    }
+    body.append(group);
+  });
+  chart.append(body);
+  return chart;
+}
+
+export function legend() {
+  const item = (cls, text) => h("span", {}, h("i", { class: cls }), text);
+  return h("div", { class: "legend", "aria-hidden": "true" },
+    item("ok", "step ok"), item("err", "step failed ✕"), item("retrying", "failed, retried"),
+    item("started", "step running"), item("wait", "wait resolved"), item("pending", "wait pending"));
+}
+
+export function timelineTable(entries) {
+  return h("div", { class: "table-wrap" }, h("table", {},
+    h("thead", {}, h("tr", {}, ["What", "Outcome", "Started", "Took", "Detail"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, entries.map((e) => h("tr", {},
+      h("td", { class: "mono" }, e.type === "step" ? `${e.id} #${e.attempt ?? 1}` : `${waitKind(e)} ${e.id}`),
+      h("td", {}, e.outcome),
+      h("td", {}, formatTime(e.startedAt)),
+      h("td", {}, e.endedAt ? formatDuration(e.endedAt - e.startedAt) : "open"),
+      h("td", {}, e.error ? `${e.error.code || ""}: ${e.error.message || ""}` : e.source || ""))))));
+}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def render(sweep: str, figures: Mapping[str, int]) -> str:
         for label, names in TABLE_ROWS:
             lines.append(f"| {label} | {' / '.join(_count(figures[n]) for n in names)} |")
         return "\n".join(lines)
-    return (
+    return textwrap.fill(
         f"Full sweep (`make test-reliability`), one run: {_count(figures['crash_points'])} "
         f"crash points ({_count(figures['crash_points_refused'])} refused, "
         f"{_count(figures['crash_points_applied'])} applied: every AWS call and dispatch of "
@@ -90,7 +91,8 @@ def render(sweep: str, figures: Mapping[str, int]) -> str:
         f"{_count(figures['races'])} races with {_count(figures['race_operations'])} "
         f"operations, {_count(figures['runs_checked'])} runs checked, "
         f"{_count(figures['runs_lost'])} runs lost and {_count(figures['double_executions'])} "
-        "step attempts beyond their window."
+        "step attempts beyond their window.",
+        width=95,
     )
 
 

@@ -169,6 +169,15 @@ def test_a_garbage_request_line_answers_400(server: LambdaHttpServer) -> None:
     assert answer.json()["error"] == "bad_request"
 
 
+@pytest.mark.parametrize("target", ["//[x", "//a:b:c/x?q=1", "/%ff%fe", "/a?%zz=1&b=%ff"])
+def test_odd_paths_reach_the_handler_as_sent(
+    server: LambdaHttpServer, handler: Handler, target: str
+) -> None:
+    answer = exchange(server.port, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert answer.status == 200
+    assert handler.paths == [target.partition("?")[0]]
+
+
 def test_head_answers_the_headers_without_a_body(server: LambdaHttpServer) -> None:
     answer = exchange(server.port, b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n", method="HEAD")
     assert answer.status == 200

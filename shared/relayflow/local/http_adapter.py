@@ -118,14 +118,13 @@ def build_http_api_event(
         body: The raw body.
         source_ip: The client address.
     """
-    parts = urlsplit(target)
-    raw_path = parts.path or "/"
+    raw_path, raw_query = _split_target(target)
     lowered: dict[str, str] = {}
     for name, value in headers.items():
         key = name.lower()
         lowered[key] = f"{lowered[key]},{value}" if key in lowered else value
     query: dict[str, str] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    for key, value in parse_qsl(raw_query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
     now = datetime.now(UTC)
     request_id = str(uuid.uuid4())
@@ -134,7 +133,7 @@ def build_http_api_event(
         "version": "2.0",
         "routeKey": "$default",
         "rawPath": raw_path,
-        "rawQueryString": parts.query,
+        "rawQueryString": raw_query,
         "headers": lowered,
         "requestContext": {
             "accountId": "000000000000",
@@ -165,6 +164,24 @@ def build_http_api_event(
     if cookies:
         event["cookies"] = [c.strip() for c in cookies.split(";") if c.strip()]
     return event
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    """``(path, query)`` of a request target, the path exactly as sent.
+
+    An origin-form target (``/path?query``) is split at its first ``?``: a path that starts
+    with ``//`` is a path, not a host. An absolute-form one (``http://host/path``) loses its
+    scheme and host.
+    """
+    target = target.split("#", 1)[0]
+    if not target.startswith("/"):
+        try:
+            parts = urlsplit(target)
+        except ValueError:
+            return "/", ""
+        return parts.path or "/", parts.query
+    path, _, query = target.partition("?")
+    return path, query
 
 
 def _is_text(content_type: str, body: bytes) -> bool:

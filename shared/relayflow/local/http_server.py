@@ -145,16 +145,16 @@ class JsonErrorServer(TcpWSGIServer):
         """End the event loop, close every connection and the port, stop the workers."""
         self._stopping.set()
         if self._thread is not None:
-            self.pull_trigger()
+            self.pull_trigger()  # wakes the loop's poll so it sees the flag
             self._thread.join(timeout=timeout_s)
             self._thread = None
-        else:
-            wasyncore.close_all(self.socket_map)
         self.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout_s)
+        # Closed here, once the loop and the workers are gone: the loop must not poll a closed
+        # descriptor, and a finishing worker still pulls the trigger.
+        wasyncore.close_all(self.socket_map)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
             wasyncore.loop(
                 timeout=self.adj.asyncore_loop_timeout, use_poll=True, map=self.socket_map, count=1
             )
-        wasyncore.close_all(self.socket_map)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from api_harness import make_api
 
 from relayflow.cli import main
+from relayflow.events import filters as filter_registry
+from relayflow.sdk import registry as workflow_registry
 from relayflow.testing import WorkflowTestEnv
 
 APP = """
@@ -27,11 +30,23 @@ trigger_on("user.joined", target=greet, input={"path": "data.name"})
 
 
 @pytest.fixture
-def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "build_app.py").write_text(APP)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", list(sys.path))
-    return tmp_path
+    # The manifest lists every registered workflow: only the app's, as in a fresh process.
+    workflows, filters = dict(workflow_registry._REGISTRY), dict(filter_registry._registry)
+    workflow_registry._REGISTRY.clear()
+    filter_registry._registry.clear()
+    sys.modules.pop("build_app", None)
+    try:
+        yield tmp_path
+    finally:
+        sys.modules.pop("build_app", None)
+        workflow_registry._REGISTRY.clear()
+        workflow_registry._REGISTRY.update(workflows)
+        filter_registry._registry.clear()
+        filter_registry._registry.update(filters)
 
 
 def test_the_built_file_registers_with_post_api_manifests(app_dir: Path) -> None:

@@ -166,6 +166,8 @@ def test_a_run_is_cancelled_with_compensation(page: Any, dev_stack: DevProcess) 
     page.locator("#run-status").get_by_text("cancelled").wait_for()
     compensations = page.locator("section", has_text="Compensations").inner_text()
     assert "charge-card" in compensations and "reserve-stock" in compensations
+    # The event the run waited for never came: its bar ends with the run, greyed.
+    assert page.locator("#timeline rect.bar-abandoned").count() == 1
     screenshot(page, "run-compensated")
 
 

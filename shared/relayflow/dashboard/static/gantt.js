@@ -35,19 +35,25 @@ function niceStep(span) {
   return steps.find((s) => s >= target) || Math.ceil(target / 86400000) * 86400000;
 }
 
-function barClass(entry) {
+function isOpen(entry) {
+  return entry.endedAt === null || entry.endedAt === undefined;
+}
+
+function barClass(entry, finished) {
+  if (finished && isOpen(entry)) return "bar-abandoned";
   if (entry.type === "wait") return entry.outcome === "pending" ? "bar-pending" : entry.outcome === "resolved" ? "bar-wait" : `bar-${entry.outcome}`;
   return `bar-${entry.outcome}`;
 }
 
-function describe(entry) {
+function describe(entry, finished) {
   const what = entry.type === "step" ? `step ${entry.id}, attempt ${entry.attempt ?? 1}` : `${waitKind(entry)} wait ${entry.id}`;
-  const span = entry.endedAt ? formatDuration(entry.endedAt - entry.startedAt) : "still open";
+  const open = finished ? "never ended: the run ended first" : "still open";
+  const span = isOpen(entry) ? open : formatDuration(entry.endedAt - entry.startedAt);
   const error = entry.error ? ` — ${entry.error.code || ""} ${entry.error.message || ""}` : "";
   return `${what}: ${entry.outcome} (${span}) from ${formatTime(entry.startedAt)}${entry.source ? `, by ${entry.source}` : ""}${error}`;
 }
 
-export function ganttChart(entries, { start, end, width = 900 }) {
+export function ganttChart(entries, { start, end, finished = false, width = 900 }) {
   const list = rows(entries);
   const labelWidth = width < 560 ? 120 : 220;
   const plot = Math.max(200, width - labelWidth - 16);
@@ -74,12 +80,12 @@ export function ganttChart(entries, { start, end, width = 900 }) {
     const label = row.label.length > (labelWidth / 6.5) ? row.label.slice(0, Math.floor(labelWidth / 6.5) - 1) + "…" : row.label;
     group.append(svg("text", { x: 4, y: y + BAR }, svg("title", {}, row.label), label));
     for (const entry of row.entries) {
-      const open = entry.endedAt === null || entry.endedAt === undefined;
+      const open = isOpen(entry);
       const startX = x(entry.startedAt);
       const endX = x(open ? t1 : entry.endedAt);
       const w = Math.max(3, endX - startX);
-      group.append(svg("rect", { class: barClass(entry), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
-        svg("title", {}, describe(entry))));
+      group.append(svg("rect", { class: barClass(entry, finished), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
+        svg("title", {}, describe(entry, finished))));
       if (entry.type === "step" && (entry.attempt ?? 1) > 1) {
         group.append(svg("text", { x: startX + 2, y: y + BAR, class: "attempt" }, `#${entry.attempt}`));
       }
@@ -97,7 +103,8 @@ export function legend() {
   const item = (cls, text) => h("span", {}, h("i", { class: cls }), text);
   return h("div", { class: "legend", "aria-hidden": "true" },
     item("ok", "step ok"), item("err", "step failed ✕"), item("retrying", "failed, retried"),
-    item("started", "step running"), item("wait", "wait resolved"), item("pending", "wait pending"));
+    item("started", "step running"), item("wait", "wait resolved"), item("pending", "wait pending"),
+    item("abandoned", "never ended (the run ended first)"));
 }
 
 export function timelineTable(entries) {
@@ -107,6 +114,6 @@ export function timelineTable(entries) {
       h("td", { class: "mono" }, e.type === "step" ? `${e.id} #${e.attempt ?? 1}` : `${waitKind(e)} ${e.id}`),
       h("td", {}, e.outcome),
       h("td", {}, formatTime(e.startedAt)),
-      h("td", {}, e.endedAt ? formatDuration(e.endedAt - e.startedAt) : "open"),
+      h("td", {}, isOpen(e) ? "open" : formatDuration(e.endedAt - e.startedAt)),
       h("td", {}, e.error ? `${e.error.code || ""}: ${e.error.message || ""}` : e.source || ""))))));
 }

@@ -145,7 +145,7 @@ export function renderTimeline(container, entries, run) {
   } }, h("summary", {}, "The same timeline as a table"));
   replace(container, entries.length
     ? [legend(), h("div", { class: "gantt-wrap", tabindex: "0", "aria-label": "Timeline chart (scrolls)" },
-      ganttChart(entries, { start: run.startedAt, end, width })), table]
+      ganttChart(entries, { start: run.startedAt, end, finished: TERMINAL.has(run.status), width })), table]
     : h("p", { class: "muted" }, "No steps or waits yet."));
   performance.mark("timeline-render-end");
   performance.measure("timeline-render", "timeline-render-start", "timeline-render-end");

@@ -26,12 +26,14 @@ class WorkflowConfig:
         timeout_ms: The workflow's overall timeout, enforced by the orchestrator.
         tags: Tags copied onto every run.
         description: Free text for manifests and dashboards.
+        schedules: Recurring schedules (``relayflow.Schedule``) that start runs.
     """
 
     retry: RetryPolicy | None = None
     timeout_ms: int | None = None
     tags: tuple[str, ...] = ()
     description: str | None = None
+    schedules: tuple[Any, ...] = ()
 
 
 class Workflow(Generic[R]):
@@ -80,6 +82,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    schedule: Any = None,
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -91,6 +94,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    schedule: Any = None,
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -101,6 +105,8 @@ def workflow(
         timeout: The overall timeout of a run (a duration).
         tags: Tags copied onto every run.
         description: Free text.
+        schedule: One ``Schedule`` (``Schedule.cron/every/at``) or reference-shaped dict, or
+            a list of them; each firing starts a run (see the README's Schedules section).
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
@@ -113,7 +119,10 @@ def workflow(
         ... def greet(name, ctx):
         ...     return ctx.step("hello", lambda: f"hello {name}")
     """
+    from relayflow.schedules.declaration import schedules_from
+
     config = WorkflowConfig(
+        schedules=schedules_from(schedule),
         retry=retry,
         timeout_ms=parse_optional_duration(timeout),
         tags=tuple(tags),

@@ -15,6 +15,15 @@ from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
+from relayflow.schedules import (
+    FiringResult,
+    InMemoryScheduleHost,
+    InMemoryScheduleStateStore,
+    QueuedFiringRelease,
+    ScheduleFirer,
+    ScheduleService,
+)
+from relayflow.testing.schedule_clock import VirtualScheduleClock
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -50,6 +59,7 @@ def _register(workflows: Iterable[Any]) -> dict[str, Any]:
                 timeout=config.timeout_ms,
                 tags=config.tags,
                 description=config.description,
+                schedule=list(config.schedules),
             )(wf.fn)
         by_id[wf.id] = find_workflow(wf.id)
     return by_id
@@ -71,6 +81,31 @@ def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> 
             )
         fields["step_mocks"] = dict(step_mocks)
     return {"options": ExecutorOptions(**fields)}
+
+
+def _schedule_service(
+    driver: WorkflowDriver, host: InMemoryScheduleHost, clock: VirtualClock
+) -> ScheduleService:
+    """Schedules hosted in memory and fired from the virtual clock; queued firings released
+    when the run they waited for ends."""
+    from relayflow.sdk.registry import find_workflow
+
+    def tags_of(workflow_id: str) -> tuple[str, ...]:
+        found = find_workflow(workflow_id)
+        return tuple(found.config.tags) if found is not None else ()
+
+    states = InMemoryScheduleStateStore()
+    firer = ScheduleFirer(
+        engine=driver.engine, manifests=driver.manifests, states=states, tags_of=tags_of
+    )
+    driver.engine.add_observer(QueuedFiringRelease(firer))
+    return ScheduleService(
+        manifests=driver.manifests,
+        states=states,
+        host=host,
+        firer=firer,
+        clock=clock,
+    )
 
 
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
@@ -129,6 +164,16 @@ class WorkflowTestEnv:
         self.environment = environment
         self.driver = WorkflowDriver(engine=self.engine, manifests=_memory_manifests(self.clock))
         self.admin: WorkflowAdmin = self.driver.admin
+        self.schedule_host = InMemoryScheduleHost(self.clock)
+        self.schedules = _schedule_service(self.driver, self.schedule_host, self.clock)
+        self.driver.schedules = self.schedules
+        self._schedule_clock = VirtualScheduleClock(self.schedule_host)
+        if any(getattr(wf.config, "schedules", ()) for wf in self._workflows.values()):
+            from relayflow.events.manifest import build_manifest
+
+            self.register_manifest(
+                build_manifest(environment=environment, workflows=self._workflows.values())
+            )
 
     def _timeout_of(self, workflow_id: str) -> int | None:
         from relayflow.sdk.registry import find_workflow
@@ -165,6 +210,16 @@ class WorkflowTestEnv:
     def _fire_until(self, target: int | None) -> None:
         for _ in range(_MAX_ALARMS):
             upcoming = self.alarms.next_alarm()
+            horizon = upcoming[1] if upcoming is not None else None
+            if target is not None:
+                horizon = target if horizon is None else min(horizon, target)
+            firing = self._schedule_clock.next_firing()
+            if firing is not None and horizon is not None and firing[0] <= horizon:
+                # A schedule falls due before the next alarm: fire it first, in time order.
+                self.clock.set(max(self.now(), firing[0]))
+                self._schedule_clock.mark(firing[1], firing[0])
+                self.schedules.handle_firing(firing[2])
+                continue
             if upcoming is None or (target is not None and upcoming[1] > target):
                 break
             if target is None and all(
@@ -187,6 +242,18 @@ class WorkflowTestEnv:
         if armed == wake_at:
             self.alarms.take(run_id, wake_at)
         self.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+
+    def fire_schedule(self, schedule_id: str, scheduled_time: str) -> FiringResult:
+        """Deliver a schedule firing now for ``scheduled_time`` (ISO 8601), as Scheduler
+        would (also usable to send a duplicate or late firing)."""
+        return self.schedules.handle_firing(
+            {
+                "kind": "schedule",
+                "environment": self.environment,
+                "scheduleId": schedule_id,
+                "scheduledTime": scheduled_time,
+            }
+        )
 
     def armed_alarm(self, run_id: str) -> int | None:
         """When the run's alarm is armed, or None."""

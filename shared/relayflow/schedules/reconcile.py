@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from relayflow.errors import StaleScheduleError
 from relayflow.ports import Clock, ManifestStore
 from relayflow.schedules.spec import ScheduleSpec, environment_prefix, manifest_schedules
 from relayflow.schedules.state import ScheduleState, ScheduleStateStore
-from relayflow.schedules.times import at_expression, rate_expression
+from relayflow.schedules.times import (
+    at_expression,
+    expression_interval_ms,
+    interval_fire_times,
+    rate_expression,
+)
 
 _ROUNDS = 5
 
@@ -70,6 +75,18 @@ class ReconcileReport:
     unchanged: list[str] = field(default_factory=list)
 
 
+def same_schedule(a: HostedSchedule, b: HostedSchedule) -> bool:
+    """Whether two hosted forms fire alike (rate start dates on the same grid count as one)."""
+    if a.start_ms is None or b.start_ms is None or a.start_ms == b.start_ms:
+        return a == b
+    interval = expression_interval_ms(a.expression)
+    return (
+        interval is not None
+        and (a.start_ms - b.start_ms) % interval == 0
+        and replace(a, start_ms=b.start_ms) == b
+    )
+
+
 def firing_payload(spec: ScheduleSpec) -> dict[str, Any]:
     """The payload each firing of ``spec`` carries (the host adds ``scheduledTime``)."""
     return {"kind": "schedule", "environment": spec.environment, "scheduleId": spec.schedule_id}
@@ -85,7 +102,8 @@ def hosted_form(spec: ScheduleSpec, state: ScheduleState, now_ms: int) -> Hosted
     elif schedule.kind == "every":
         interval = schedule.interval_ms()
         expression = rate_expression(interval)
-        start_ms = state.anchor_ms + interval
+        # The next firing on the anchor's grid: Scheduler refuses start dates in the past.
+        start_ms = interval_fire_times(state.anchor_ms, interval, now_ms, 1)[0]
         timezone = "UTC"
     else:
         at = schedule.at_ms()
@@ -134,7 +152,7 @@ def apply_manifest(
     existing = host.list(environment_prefix(environment))
     for name, hosted in sorted(desired.items()):
         current = existing.get(name)
-        if current == hosted:
+        if current is not None and same_schedule(current, hosted):
             report.unchanged.append(name)
             continue
         host.put(hosted)

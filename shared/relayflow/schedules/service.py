@@ -10,7 +10,7 @@ from typing import Any
 from relayflow.errors import StaleScheduleError, ValidationError
 from relayflow.ports import Clock, ManifestStore
 from relayflow.protocol import ENVIRONMENTS
-from relayflow.schedules.firing import FiringResult, ScheduleFirer
+from relayflow.schedules.firing import FiringResult, QueuedFiringRelease, ScheduleFirer
 from relayflow.schedules.reconcile import (
     ReconcileReport,
     ScheduleHost,
@@ -181,3 +181,38 @@ def _environment(environment: object) -> str:
             f"environment must be one of {', '.join(ENVIRONMENTS)}, got {environment!r}"
         )
     return environment
+
+
+def registered_tags(workflow_id: str) -> tuple[str, ...]:
+    """The tags of the workflow registered in this process under ``workflow_id``."""
+    from relayflow.sdk.registry import find_workflow
+
+    found = find_workflow(workflow_id)
+    return tuple(found.config.tags) if found is not None else ()
+
+
+def attach_schedules(
+    driver: Any, *, states: ScheduleStateStore, host: ScheduleHost
+) -> ScheduleService:
+    """Host ``driver``'s schedules: registering a manifest reconciles them onto ``host``,
+    firings start runs, and a queued firing starts when the run it waited for ends.
+
+    Args:
+        driver: A ``relayflow.drivers.WorkflowDriver``.
+        states: Where schedule states live.
+        host: Where the schedules are hosted.
+    """
+    engine = driver.engine
+    firer = ScheduleFirer(
+        engine=engine,
+        manifests=driver.manifests,
+        states=states,
+        tags_of=registered_tags,
+        tenant_meta=driver.tenant_meta,
+    )
+    engine.add_observer(QueuedFiringRelease(firer))
+    service = ScheduleService(
+        manifests=driver.manifests, states=states, host=host, firer=firer, clock=engine.clock
+    )
+    driver.schedules = service
+    return service

@@ -99,6 +99,12 @@ def at_expression(at_ms: int) -> str:
     return f"at({datetime.fromtimestamp(seconds, tz=UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
+def expression_interval_ms(expression: str) -> int | None:
+    """The interval of a ``rate(...)`` expression in ms; None for other expressions."""
+    rate = _RATE.match(expression)
+    return int(rate.group(1)) * _UNIT_MS[rate.group(2).rstrip("s")] if rate else None
+
+
 def expression_fire_times(
     expression: str, timezone: str | None, start_ms: int | None, after_ms: int, count: int
 ) -> list[int]:

@@ -15,14 +15,8 @@ from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
-from relayflow.schedules import (
-    FiringResult,
-    InMemoryScheduleHost,
-    InMemoryScheduleStateStore,
-    QueuedFiringRelease,
-    ScheduleFirer,
-    ScheduleService,
-)
+from relayflow.schedules import FiringResult, InMemoryScheduleHost, InMemoryScheduleStateStore
+from relayflow.schedules.service import attach_schedules
 from relayflow.testing.schedule_clock import VirtualScheduleClock
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
@@ -83,31 +77,6 @@ def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> 
     return {"options": ExecutorOptions(**fields)}
 
 
-def _schedule_service(
-    driver: WorkflowDriver, host: InMemoryScheduleHost, clock: VirtualClock
-) -> ScheduleService:
-    """Schedules hosted in memory and fired from the virtual clock; queued firings released
-    when the run they waited for ends."""
-    from relayflow.sdk.registry import find_workflow
-
-    def tags_of(workflow_id: str) -> tuple[str, ...]:
-        found = find_workflow(workflow_id)
-        return tuple(found.config.tags) if found is not None else ()
-
-    states = InMemoryScheduleStateStore()
-    firer = ScheduleFirer(
-        engine=driver.engine, manifests=driver.manifests, states=states, tags_of=tags_of
-    )
-    driver.engine.add_observer(QueuedFiringRelease(firer))
-    return ScheduleService(
-        manifests=driver.manifests,
-        states=states,
-        host=host,
-        firer=firer,
-        clock=clock,
-    )
-
-
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
     from relayflow.adapters.memory.manifests import InMemoryManifestStore
 
@@ -165,8 +134,9 @@ class WorkflowTestEnv:
         self.driver = WorkflowDriver(engine=self.engine, manifests=_memory_manifests(self.clock))
         self.admin: WorkflowAdmin = self.driver.admin
         self.schedule_host = InMemoryScheduleHost(self.clock)
-        self.schedules = _schedule_service(self.driver, self.schedule_host, self.clock)
-        self.driver.schedules = self.schedules
+        self.schedules = attach_schedules(
+            self.driver, states=InMemoryScheduleStateStore(), host=self.schedule_host
+        )
         self._schedule_clock = VirtualScheduleClock(self.schedule_host)
         if any(getattr(wf.config, "schedules", ()) for wf in self._workflows.values()):
             from relayflow.events.manifest import build_manifest

@@ -10,6 +10,8 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
+from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
@@ -19,6 +21,7 @@ from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.ports import Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.registry import registered_timeout_ms
 
 if TYPE_CHECKING:
@@ -138,6 +141,15 @@ def build_aws_driver(
         settings=core_settings,
         workflow_timeout=workflow_timeout,
     )
-    return WorkflowDriver(
+    driver = WorkflowDriver(
         engine=engine, manifests=manifests, tenant_meta=tenant_meta, payloads=payloads
     )
+    if settings.recurring_schedule_group:
+        attach_schedules(
+            driver,
+            states=DynamoDBScheduleStateStore.from_settings(
+                settings, client_factory=clients.dynamodb
+            ),
+            host=SchedulerScheduleHost.from_settings(settings, client_factory=clients.scheduler),
+        )
+    return driver

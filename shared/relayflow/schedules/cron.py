@@ -23,6 +23,9 @@ _FIELD = re.compile(
     r"^(\*|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?(,(\*|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?)*$"
 )
 _WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_NAMES: dict[int, tuple[str, ...]] = {3: _MONTHS, 4: _WEEKDAYS}
+_WORD = re.compile(r"[A-Za-z]+")
 _SCHEDULER_CRON = re.compile(r"^cron\((.+)\)$")
 
 
@@ -88,8 +91,9 @@ def parse_cron(expression: str) -> CronExpression:
             f"cron expression {expression!r} must have five fields "
             "(minute hour day-of-month month day-of-week), got {len(parts)}"
         )
-    for name, part in zip(FIELD_NAMES, parts, strict=True):
-        if not _FIELD.match(part):
+    for index, (name, part) in enumerate(zip(FIELD_NAMES, parts, strict=True)):
+        words = _WORD.findall(part)
+        if not _FIELD.match(part) or any(w.upper() not in _NAMES.get(index, ()) for w in words):
             raise ValidationError(f"cron expression {expression!r}: bad {name} field {part!r}")
     try:
         expanded, nth = croniter.expand(" ".join(parts))

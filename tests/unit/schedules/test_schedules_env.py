@@ -4,6 +4,7 @@ one-shot schedules and reconcile bookkeeping."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -110,7 +111,7 @@ def test_registration_refuses_bad_or_duplicate_schedules() -> None:
     with pytest.raises(ManifestValidationError, match="the same schedule"):
         env.register_manifest(manifest)
     manifest["workflows"][0]["schedules"] = [{"cron": "0 25 * * *"}]
-    with pytest.raises(ManifestValidationError, match="schedules.0"):
+    with pytest.raises(ManifestValidationError, match=r"schedules\.0"):
         env.register_manifest(manifest)
 
 
@@ -215,7 +216,7 @@ def test_overlap_queue_starts_the_waiting_firing_when_the_previous_run_ends() ->
     env.advance("6h")
     all_runs = schedule_runs(env, "sched.queue")
     spans = [(r.started_at, env.get_run(r.id).completed_at or 1 << 62) for r in all_runs]
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end
 
 

@@ -12,6 +12,7 @@ from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
+from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
@@ -20,7 +21,7 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
-from relayflow.ports import Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.ports import AlarmClock, Clock, Dispatcher, DispatcherResolver, PayloadStore
 from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.registry import registered_timeout_ms
 
@@ -126,9 +127,13 @@ def build_aws_driver(
     )
     if on_due is None:
         on_due = lambda_event_on_due(settings.require("drive_function_arn"), clients.lambda_)
-    alarms = SchedulerAlarmClock.from_settings(
+    scheduler_alarms = SchedulerAlarmClock.from_settings(
         settings, client_factory=clients.scheduler, clock=clock, on_due=on_due
     )
+    alarms: AlarmClock = scheduler_alarms
+    if settings.alarm_queue_url:
+        near = SqsDelayAlarmClock(settings.alarm_queue_url, client_factory=clients.sqs, clock=clock)
+        alarms = HorizonAlarmClock(near=near, far=scheduler_alarms, clock=clock)
     manifests = DynamoDBManifestStore.from_settings(
         settings, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=clock
     )

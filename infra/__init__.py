@@ -1,28 +1,5 @@
-"""CDK infrastructure of relayflow: the reusable `RelayflowOrchestrator` construct and its props."""
+"""The sample CDK app of this repository: `infra/app.py` and `infra/stack.py`.
 
-from infra.bundling import LambdaBundle
-from infra.orchestrator import RelayflowOrchestrator, StepHostError
-from infra.props import (
-    ApiAuthMode,
-    CorsSettings,
-    HttpStepHost,
-    InlineStepHost,
-    LambdaStepHost,
-    RelayflowOrchestratorProps,
-    StepHost,
-    WorkerStepHost,
-)
-
-__all__ = [
-    "ApiAuthMode",
-    "CorsSettings",
-    "HttpStepHost",
-    "InlineStepHost",
-    "LambdaBundle",
-    "LambdaStepHost",
-    "RelayflowOrchestrator",
-    "RelayflowOrchestratorProps",
-    "StepHost",
-    "StepHostError",
-    "WorkerStepHost",
-]
+It uses the packaged construct (`from relayflow.cdk import RelayflowOrchestrator`), exactly as
+an application of your own would.
+"""

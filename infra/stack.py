@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Environment, RemovalPolicy, Stack
@@ -16,10 +17,19 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.orchestrator import RelayflowOrchestrator
-from infra.props import ApiAuthMode, CorsSettings, InlineStepHost, RelayflowOrchestratorProps
+from relayflow.cdk import (
+    ApiAuthMode,
+    CorsSettings,
+    InlineStepHost,
+    LambdaBundle,
+    RelayflowOrchestrator,
+    RelayflowOrchestratorProps,
+)
 
 __all__ = ["RelayflowStack", "StageSettings", "stage_settings"]
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository root; the sample workflows are its `examples` package."""
 
 STAGE_KEY = "stage"
 STAGES_KEY = "relayflow:stages"
@@ -96,6 +106,7 @@ class StageSettings:
             ),
             log_retention=_RETENTION[self.log_retention_days],
             alarm_email=self.alarm_email,
+            bundle=LambdaBundle(workflow_paths=(ROOT / self.workflow_module.partition(".")[0],)),
         )
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -178,11 +176,3 @@ def test_an_unconfigured_deployment_answers_500_internal_error(
     assert answer.status == 500
     assert answer.body["error"] == "internal_error"
     assert answer.body["requestId"].startswith("req-")
-
-
-def test_the_packaged_handlers_are_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
-
-    for name in ("api", "drive", "sweeper", "worker"):
-        module = importlib.import_module(f"functions.{name}.handler")
-        assert callable(module.handler)

@@ -19,18 +19,20 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
+from infra_asserts import ROOT
 
-from infra import (
+from infra.app import build_app
+from relayflow.cdk import (
     ApiAuthMode,
     CorsSettings,
     HttpStepHost,
     InlineStepHost,
+    LambdaBundle,
     LambdaStepHost,
     RelayflowOrchestrator,
     RelayflowOrchestratorProps,
     WorkerStepHost,
 )
-from infra.app import build_app
 
 NO_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
 STEP_HOST_FUNCTION_ARN = "arn:aws:lambda:eu-west-1:111111111111:function:billing-steps"
@@ -80,6 +82,7 @@ def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
             run_retention_days=14,
             payload_expiration_days=400,
             alarm_email="ops@example.com",
+            bundle=LambdaBundle(workflow_paths=(ROOT / "examples",)),
         ),
     )
     return stack

@@ -10,6 +10,10 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
+from relayflow.cdk.functions import FUNCTION_SPECS
+
+_NAME_BY_HANDLER = {spec.handler: spec.name for spec in FUNCTION_SPECS}
+
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root."""
 
@@ -35,16 +39,16 @@ def functions_by_handler(template: Template) -> dict[str, dict[str, Any]]:
     """relayflow's Lambda functions keyed by their name (`api`, `drive`, `sweeper`, `worker`)."""
     out: dict[str, dict[str, Any]] = {}
     for resource in resources(template, "AWS::Lambda::Function").values():
-        handler = resource["Properties"]["Handler"]
-        if handler.startswith("functions."):
-            out[handler.split(".")[1]] = resource["Properties"]
+        name = _NAME_BY_HANDLER.get(resource["Properties"]["Handler"])
+        if name is not None:
+            out[name] = resource["Properties"]
     return out
 
 
 def logical_id_of_function(template: Template, name: str) -> str:
     """The logical id of relayflow's `name` function."""
     for logical_id, resource in resources(template, "AWS::Lambda::Function").items():
-        if resource["Properties"]["Handler"] == f"functions.{name}.handler.handler":
+        if _NAME_BY_HANDLER.get(resource["Properties"]["Handler"]) == name:
             return logical_id
     raise AssertionError(f"no {name} function")
 

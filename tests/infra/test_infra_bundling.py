@@ -1,8 +1,9 @@
-"""Docker-free bundling: the Lambda asset holds relayflow and native wheels for Lambda."""
+"""Docker-free bundling: the Lambda asset holds relayflow, native wheels and the workflows."""
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from aws_cdk.assertions import Template
 from infra_asserts import ROOT, functions_by_handler
 
 from infra.app import build_app
-from infra.bundling import BundleError, LambdaBundle
+from relayflow.cdk.bundling import BundleError, LambdaBundle, runtime_requirements
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +33,13 @@ def test_asset_holds_the_package_handlers_and_examples(asset_dir: Path) -> None:
     for path in (
         "relayflow/__init__.py",
         "relayflow/py.typed",
-        "functions/api/handler.py",
-        "functions/drive/handler.py",
-        "functions/sweeper/handler.py",
-        "functions/worker/handler.py",
+        "relayflow/api/handler.py",
+        "relayflow/worker/hosts.py",
         "examples/__init__.py",
         "aws_lambda_powertools/__init__.py",
     ):
         assert (asset_dir / path).is_file(), path
+    assert not (asset_dir / "relayflow" / "cdk").exists(), "the construct is not deployed"
     assert not (asset_dir / "bin").exists()
     assert not list(asset_dir.rglob("__pycache__"))
 
@@ -57,8 +57,8 @@ def test_asset_carries_pydantic_core_built_for_lambda_arm64(asset_dir: Path) -> 
 def _tiny_project(root: Path) -> Path:
     (root / "shared" / "relayflow").mkdir(parents=True)
     (root / "shared" / "relayflow" / "__init__.py").write_text("VERSION = 1\n")
-    (root / "functions" / "api").mkdir(parents=True)
-    (root / "functions" / "api" / "handler.py").write_text("handler = None\n")
+    (root / "myflows").mkdir(parents=True)
+    (root / "myflows" / "__init__.py").write_text("FLOWS = 1\n")
     (root / "pyproject.toml").write_text("[project]\nname = 'tiny'\n")
     return root
 
@@ -67,16 +67,21 @@ def _tiny_project(root: Path) -> Path:
     ("change", "changes_fingerprint"),
     [
         ("shared/relayflow/__init__.py", True),
-        ("functions/api/handler.py", True),
+        ("myflows/__init__.py", True),
+        ("myflows/orders.py", True),
         ("pyproject.toml", True),
         ("shared/relayflow/__pycache__/x.cpython-311.pyc", False),
+        ("myflows/__pycache__/x.cpython-311.pyc", False),
         ("README.md", False),
     ],
 )
 def test_fingerprint_follows_the_sources_only(
     tmp_path: Path, change: str, changes_fingerprint: bool
 ) -> None:
-    bundle = LambdaBundle(project_root=_tiny_project(tmp_path), cache_dir=tmp_path / "cache")
+    root = _tiny_project(tmp_path)
+    bundle = LambdaBundle(
+        workflow_paths=(root / "myflows",), project_root=root, cache_dir=tmp_path / "cache"
+    )
     before = bundle.fingerprint()
     target = tmp_path / change
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -91,9 +96,21 @@ def test_fingerprint_depends_on_the_architecture(tmp_path: Path) -> None:
     assert arm.fingerprint() != x86.fingerprint()
 
 
+def test_workflow_code_does_not_change_the_cached_dependencies(tmp_path: Path) -> None:
+    root = _tiny_project(tmp_path)
+    bare = LambdaBundle(project_root=root, cache_dir=tmp_path / "cache")
+    with_flows = replace(bare, workflow_paths=(root / "myflows",))
+    assert with_flows.dependencies_key() == bare.dependencies_key()
+    assert with_flows.fingerprint() != bare.fingerprint()
+    assert replace(bare, requirements=("attrs==23.2.0",)).dependencies_key() != (
+        bare.dependencies_key()
+    )
+
+
 def test_a_cached_bundle_is_reused_without_running_pip(tmp_path: Path) -> None:
     bundle = LambdaBundle(project_root=_tiny_project(tmp_path), cache_dir=tmp_path / "cache")
-    key = f"arm64-py3.12-{bundle.fingerprint()[:20]}"
+    key = bundle.dependencies_key()
+    assert key.startswith("arm64-py3.12-")
     cached = tmp_path / "cache" / key
     cached.mkdir(parents=True)
     (cached / "marker").write_text("built earlier")
@@ -112,3 +129,29 @@ def test_a_project_without_the_package_fails_clearly(tmp_path: Path) -> None:
 def test_default_bundle_builds_from_this_repository() -> None:
     assert LambdaBundle().project_root == ROOT
     assert LambdaBundle().cache_dir == ROOT / "cdk.out" / ".relayflow-bundles"
+
+
+def test_an_installed_relayflow_bundles_its_runtime_requirements_only() -> None:
+    requirements = runtime_requirements()
+    names = {r.split(">")[0].split("<")[0].split("=")[0].strip() for r in requirements}
+    assert {"pydantic", "aws-lambda-powertools", "boto3"} <= names
+    assert not names & {"pytest", "aws-cdk-lib", "moto"}
+
+
+@pytest.mark.parametrize(
+    ("paths", "message"),
+    [
+        (("missing",), "does not exist"),
+        (("notes.txt",), "neither a folder nor a .py"),
+        (("a/myflows", "b/myflows"), "two workflow paths are bundled as myflows"),
+    ],
+)
+def test_bad_workflow_paths_are_refused(
+    tmp_path: Path, paths: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    for folder in ("a/myflows", "b/myflows"):
+        (tmp_path / folder).mkdir(parents=True)
+    bundle = LambdaBundle(workflow_paths=tuple(tmp_path / p for p in paths))
+    with pytest.raises(BundleError, match=message):
+        bundle.check()

@@ -10,7 +10,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 
-from infra import (
+from infra.app import cdk_json_context, command_line_context
+from infra.stack import StageSettings, stage_settings
+from relayflow.cdk import (
     ApiAuthMode,
     HttpStepHost,
     InlineStepHost,
@@ -19,8 +21,6 @@ from infra import (
     StepHostError,
     WorkerStepHost,
 )
-from infra.app import cdk_json_context, command_line_context
-from infra.stack import StageSettings, stage_settings
 
 STAGES = {
     "dev": {"removalPolicy": "destroy", "logRetentionDays": 7},
@@ -156,11 +156,12 @@ def test_app_refuses_malformed_arguments(argv: list[str]) -> None:
         command_line_context(argv)
 
 
-def test_public_names_of_the_infra_package() -> None:
-    import infra
+def test_public_names_of_the_cdk_package() -> None:
+    import relayflow.cdk as cdk
 
-    assert sorted(infra.__all__) == [
+    assert sorted(cdk.__all__) == [
         "ApiAuthMode",
+        "BundleError",
         "CorsSettings",
         "HttpStepHost",
         "InlineStepHost",
@@ -172,5 +173,5 @@ def test_public_names_of_the_infra_package() -> None:
         "StepHostError",
         "WorkerStepHost",
     ]
-    for name in infra.__all__:
-        assert getattr(infra, name) is not None
+    for name in cdk.__all__:
+        assert getattr(cdk, name) is not None

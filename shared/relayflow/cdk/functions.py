@@ -38,7 +38,7 @@ class FunctionSpec:
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "api",
-        "functions.api.handler.handler",
+        "relayflow.api.handler.lambda_handler",
         # API Gateway gives up on an integration after 30 s.
         Duration.seconds(29),
         "relayflow HTTP API",
@@ -46,21 +46,21 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         "drive",
-        "functions.drive.handler.handler",
+        "relayflow.api.handler.drive_handler",
         Duration.minutes(15),
         "relayflow drive: advances one run (alarms and hand-offs)",
         asynchronous=True,
     ),
     FunctionSpec(
         "sweeper",
-        "functions.sweeper.handler.handler",
+        "relayflow.api.handler.sweeper_handler",
         Duration.minutes(5),
         "relayflow sweeper: re-drives runs whose alarm was missed",
         asynchronous=True,
     ),
     FunctionSpec(
         "worker",
-        "functions.worker.handler.handler",
+        "relayflow.worker.hosts.lambda_handler",
         Duration.minutes(15),
         "relayflow worker: hosts workflow bodies and answers step requests",
         asynchronous=False,

@@ -16,11 +16,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.api import RelayflowHttpApi
-from infra.bundling import LambdaBundle, lambda_code
-from infra.functions import RelayflowFunctions, drive_function_name, function_arn
-from infra.monitoring import RelayflowMonitoring
-from infra.props import (
+from relayflow import config
+from relayflow.adapters.aws import tables
+from relayflow.api import settings as api_settings
+from relayflow.cdk.api import RelayflowHttpApi
+from relayflow.cdk.bundling import BundleError, LambdaBundle, lambda_code
+from relayflow.cdk.functions import RelayflowFunctions, drive_function_name, function_arn
+from relayflow.cdk.monitoring import RelayflowMonitoring
+from relayflow.cdk.props import (
     ApiAuthMode,
     HttpStepHost,
     InlineStepHost,
@@ -29,12 +32,9 @@ from infra.props import (
     StepHost,
     WorkerStepHost,
 )
-from infra.scheduling import RelayflowScheduling
-from infra.storage import PAYLOAD_PREFIX, RelayflowStorage
-from infra.suppressions import acknowledge
-from relayflow import config
-from relayflow.adapters.aws import tables
-from relayflow.api import settings as api_settings
+from relayflow.cdk.scheduling import RelayflowScheduling
+from relayflow.cdk.storage import PAYLOAD_PREFIX, RelayflowStorage
+from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["RelayflowOrchestrator", "StepHostError"]
 
@@ -77,6 +77,8 @@ class RelayflowOrchestrator(Construct):
                 f"or hyphens, got {props.environment_name!r}"
             )
         _check_step_hosts(props.step_hosts)
+        if props.code is None:
+            _check_bundled_modules(props.step_hosts, props.bundle)
         stack = Stack.of(self)
         Tags.of(self).add("relayflow:environment", props.environment_name)
 
@@ -292,9 +294,9 @@ class RelayflowOrchestrator(Construct):
         storage = self.storage
         worker.add_environment(config.ENV_PAYLOAD_BUCKET, storage.payload_bucket.bucket_name)
         hosted = [h.module for h in self.props.step_hosts if isinstance(h, WorkerStepHost)]
-        worker.add_environment(
-            config.ENV_WORKFLOW_MODULES, ",".join(dict.fromkeys(hosted)) or "examples"
-        )
+        # Without a worker step host the worker is idle; it imports what the inline hosts do.
+        modules = hosted or _hosted_modules(self.props.step_hosts)
+        worker.add_environment(config.ENV_WORKFLOW_MODULES, ",".join(dict.fromkeys(modules)))
         _role_of(worker).add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject"],
@@ -410,3 +412,25 @@ def _check_step_hosts(hosts: tuple[StepHost, ...]) -> None:
     modes = {h.signing_mode for h in hosts if isinstance(h, HttpStepHost)}
     if len(secrets) > 1 or len(modes) > 1:
         raise StepHostError("all HTTP step hosts of a deployment share one signing secret and mode")
+
+
+def _hosted_modules(hosts: tuple[StepHost, ...]) -> list[str]:
+    inline_or_worker = [h for h in hosts if isinstance(h, InlineStepHost | WorkerStepHost)]
+    if not any(not h.workflows for h in hosts):
+        inline_or_worker.append(InlineStepHost())  # the implicit default host
+    return [m.strip() for h in inline_or_worker for m in h.module.split(",") if m.strip()]
+
+
+def _check_bundled_modules(hosts: tuple[StepHost, ...], bundle: LambdaBundle) -> None:
+    # A module that is not in the bundle would only fail in Lambda, at the first request.
+    if bundle.requirements:
+        return  # an installed requirement may provide it; pip decides at bundling time
+    bundled = bundle.top_level_names()
+    for module in _hosted_modules(hosts):
+        if module.partition(".")[0] not in bundled:
+            raise BundleError(
+                f"step host module {module!r} is not in the Lambda bundle: pass its folder as "
+                "LambdaBundle(workflow_paths=(Path('path/to/"
+                f"{module.partition('.')[0]}'),)) or its distribution as "
+                "LambdaBundle(requirements=(...)) in RelayflowOrchestratorProps(bundle=...)"
+            )

@@ -14,8 +14,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.props import ApiAuthMode, CorsSettings
-from infra.suppressions import acknowledge
+from relayflow.cdk.props import ApiAuthMode, CorsSettings
+from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["API_ROUTES", "OPEN_ROUTES", "RelayflowHttpApi"]
 

@@ -14,8 +14,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.suppressions import acknowledge
 from relayflow.adapters.aws import tables
+from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["PAYLOAD_PREFIX", "RelayflowStorage", "table_from_definition"]
 

@@ -9,7 +9,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.suppressions import acknowledge
+from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["RelayflowScheduling"]
 

@@ -12,7 +12,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 
-from infra.bundling import LambdaBundle
+from relayflow.cdk.bundling import LambdaBundle
 
 __all__ = [
     "ApiAuthMode",

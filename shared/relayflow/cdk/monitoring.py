@@ -14,7 +14,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.suppressions import acknowledge
+from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["RelayflowMonitoring"]
 

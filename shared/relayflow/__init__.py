@@ -20,6 +20,7 @@ from relayflow.errors import (
     WaitTimeoutError,
 )
 from relayflow.events import build_manifest, trigger_on
+from relayflow.schedules.declaration import Schedule
 from relayflow.sdk.batch import BatchResult, CompletionPolicy
 from relayflow.sdk.context import WorkflowContext
 from relayflow.sdk.context_base import SyncTokenHandle, TokenHandle
@@ -50,6 +51,7 @@ __all__ = [
     "RelayflowError",
     "RetryPolicy",
     "RetryableError",
+    "Schedule",
     "Serdes",
     "ServiceNotFoundError",
     "StepFailedError",

@@ -25,6 +25,8 @@ ENV_SCHEDULE_GROUP = "RELAYFLOW_SCHEDULE_GROUP"
 ENV_SCHEDULER_ROLE_ARN = "RELAYFLOW_SCHEDULER_ROLE_ARN"
 ENV_DRIVE_FUNCTION_ARN = "RELAYFLOW_DRIVE_FUNCTION_ARN"
 ENV_DLQ_ARN = "RELAYFLOW_DLQ_ARN"
+ENV_RECURRING_SCHEDULE_GROUP = "RELAYFLOW_RECURRING_SCHEDULE_GROUP"
+ENV_ALARM_QUEUE_URL = "RELAYFLOW_ALARM_QUEUE_URL"
 ENV_SIGNING_SECRET = "RELAYFLOW_SIGNING_SECRET"
 ENV_SIGNING_MODE = "RELAYFLOW_SIGNING_MODE"
 ENV_INLINE_DRIVE_BUDGET = "RELAYFLOW_INLINE_DRIVE_BUDGET"
@@ -53,6 +55,8 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_SCHEDULER_ROLE_ARN,
     ENV_DRIVE_FUNCTION_ARN,
     ENV_DLQ_ARN,
+    ENV_RECURRING_SCHEDULE_GROUP,
+    ENV_ALARM_QUEUE_URL,
     ENV_SIGNING_SECRET,
     ENV_SIGNING_MODE,
     ENV_INLINE_DRIVE_BUDGET,
@@ -139,6 +143,10 @@ class Settings:
         scheduler_role_arn: Role Scheduler assumes to invoke the drive function.
         drive_function_arn: The drive Lambda that alarms invoke with ``{"runId", "wakeAt"}``.
         dlq_arn: SQS queue receiving alarms Scheduler could not deliver.
+        recurring_schedule_group: Scheduler group of the workflows' recurring schedules
+            (``RELAYFLOW_RECURRING_SCHEDULE_GROUP``; unset: schedules are not hosted).
+        alarm_queue_url: SQS queue delivering wake-ups less than 15 minutes ahead to the
+            drive function (``RELAYFLOW_ALARM_QUEUE_URL``; unset: Scheduler only).
         signing_secret: Shared secret signing step requests (``None``: unsigned).
         signing_mode: ``relayflow`` (timestamped, hex) or ``voyant`` (reference-compatible).
         inline_drive_budget_ms: How long the API drives a new run before handing it off.
@@ -161,6 +169,8 @@ class Settings:
     scheduler_role_arn: str | None = None
     drive_function_arn: str | None = None
     dlq_arn: str | None = None
+    recurring_schedule_group: str | None = None
+    alarm_queue_url: str | None = None
     signing_secret: str | None = None
     signing_mode: SigningMode = "relayflow"
     inline_drive_budget_ms: int = DEFAULT_INLINE_DRIVE_BUDGET_MS
@@ -215,6 +225,8 @@ class Settings:
             scheduler_role_arn=text(ENV_SCHEDULER_ROLE_ARN),
             drive_function_arn=text(ENV_DRIVE_FUNCTION_ARN),
             dlq_arn=text(ENV_DLQ_ARN),
+            recurring_schedule_group=text(ENV_RECURRING_SCHEDULE_GROUP),
+            alarm_queue_url=text(ENV_ALARM_QUEUE_URL),
             signing_secret=text(ENV_SIGNING_SECRET),
             signing_mode=cast(SigningMode, mode),
             inline_drive_budget_ms=_duration_ms(
@@ -265,6 +277,8 @@ _VARIABLE_OF = {
     "scheduler_role_arn": ENV_SCHEDULER_ROLE_ARN,
     "drive_function_arn": ENV_DRIVE_FUNCTION_ARN,
     "dlq_arn": ENV_DLQ_ARN,
+    "recurring_schedule_group": ENV_RECURRING_SCHEDULE_GROUP,
+    "alarm_queue_url": ENV_ALARM_QUEUE_URL,
     "signing_secret": ENV_SIGNING_SECRET,
     "region": ENV_REGION,
 }

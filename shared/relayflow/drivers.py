@@ -115,6 +115,9 @@ class WorkflowDriver:
         self._workflow_timeout = workflow_timeout
         self._shut = threading.Event()
         self.admin = WorkflowAdmin(engine=engine, payloads=payloads)
+        #: The schedule service (``relayflow.schedules.ScheduleService``) when schedules are
+        #: hosted; registering a manifest then reconciles its schedules.
+        self.schedules: Any = None
 
     def _check_open(self) -> None:
         if self._shut.is_set():
@@ -125,9 +128,15 @@ class WorkflowDriver:
         self._shut.set()
 
     def register_manifest(self, environment: str, manifest: Mapping[str, Any]) -> str:
-        """Store ``manifest`` as the environment's current one; returns its ``versionId``."""
+        """Store ``manifest`` as the environment's current one; returns its ``versionId``.
+
+        With schedules hosted, the environment's schedules are then reconciled onto the host.
+        """
         self._check_open()
-        return self.manifests.register(environment, dict(manifest))
+        version_id = self.manifests.register(environment, dict(manifest))
+        if self.schedules is not None:
+            self.schedules.reconcile(environment)
+        return version_id
 
     def get_manifest(self, environment: str) -> dict[str, Any] | None:
         """The environment's current manifest, or None."""

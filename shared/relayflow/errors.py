@@ -184,6 +184,23 @@ class RunAlreadyExistsError(RelayflowError):
         self.existing = existing
 
 
+class ScheduleNotFoundError(RelayflowError):
+    """No schedule with the requested id is declared in the environment's current manifest."""
+
+    code = "not_found"
+
+
+class StaleScheduleError(RelayflowError):
+    """A conditional save of a schedule's state lost a race (``existing``: the stored state)."""
+
+    code = "stale_schedule"
+    category = RUNTIME_ERROR
+
+    def __init__(self, existing: Any) -> None:
+        super().__init__("schedule state changed meanwhile")
+        self.existing = existing
+
+
 class DriverShutdownError(RelayflowError):
     """The driver was shut down; it refuses new work."""
 

@@ -145,11 +145,23 @@ def test_the_drive_handler_takes_sqs_batches(stack: Stack) -> None:
     wake_at = stack.env.alarms.armed(run_id)
     assert wake_at is not None
     stack.env.clock.set(wake_at)
-    batch = {"Records": [{"body": json.dumps({"runId": run_id, "wakeAt": wake_at})}]}
+    batch = {
+        "Records": [
+            {
+                "messageId": "m-1",
+                "eventSource": "aws:sqs",
+                "body": json.dumps({"runId": run_id, "wakeAt": wake_at}),
+            },
+            {"messageId": "m-2", "eventSource": "aws:sqs", "body": "not json"},
+        ]
+    }
 
     result = stack.drive(batch, stack.context)
 
-    assert result == {"driven": [{"runId": run_id, "status": "waiting"}]}
+    assert result == {
+        "batchItemFailures": [{"itemIdentifier": "m-2"}],
+        "driven": [{"runId": run_id, "status": "waiting"}],
+    }
     assert stack.call("GET", f"/api/runs/{run_id}").body["pendingWaitpoints"][0]["kind"] == "EVENT"
 
 

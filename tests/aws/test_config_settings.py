@@ -46,6 +46,8 @@ def test_every_variable_is_read() -> None:
         config.ENV_DISPATCH_READ_TIMEOUT: "20",
         config.ENV_DISPATCH_RETRIES: "0",
         config.ENV_REGION: "us-east-2",
+        config.ENV_RECURRING_SCHEDULE_GROUP: "relayflow-schedules",
+        config.ENV_ALARM_QUEUE_URL: "https://sqs.us-east-2.amazonaws.com/123456789012/alarms",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -71,6 +73,8 @@ def test_every_variable_is_read() -> None:
     assert settings.read_timeout_s == 20.0
     assert settings.dispatch_retries == 0
     assert settings.region == "us-east-2"
+    assert settings.recurring_schedule_group == "relayflow-schedules"
+    assert settings.alarm_queue_url == env[config.ENV_ALARM_QUEUE_URL]
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
 
 

@@ -107,3 +107,20 @@ def test_the_table_renders_every_row() -> None:
 
     assert text.count("\n") == 3
     assert "| PASS" in text
+
+
+def test_the_timer_simulation_and_sleep_costs_measure_something() -> None:
+    from bench import fig_timers
+
+    plain = fig_timers.simulate_scheduler(3_600_000, handoff=False, runs=5)
+    early = fig_timers.simulate_scheduler(3_600_000, handoff=True, runs=5)
+    assert all(0 <= late <= 61_000 for late in plain)
+    assert all(0 <= late < 1_000 for late in early)  # the queue's delays are whole seconds
+    costs = {c.path: c for c in fig_timers.measure_costs()}
+    sqs = costs["SQS (10 s sleep)"]
+    assert sqs.requests["sqs.SendMessage"] == 1 and "scheduler.CreateSchedule" not in sqs.requests
+    handoff = costs["Scheduler + hand-off (1 h sleep)"]
+    assert handoff.requests["scheduler.CreateSchedule"] == 1
+    assert handoff.requests["sqs.SendMessage"] == 1
+    assert handoff.lambda_invocations == 2
+    assert all(c.dollars_per_million() > 0 for c in costs.values())

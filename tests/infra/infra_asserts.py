@@ -23,6 +23,16 @@ def resources(template: Template, type_name: str) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in template.find_resources(type_name).items()}
 
 
+def dead_letter_queue_id(template: Template) -> str:
+    """The logical id of the deployment's dead-letter queue (the queue without a redrive)."""
+    (dlq,) = [
+        logical_id
+        for logical_id, queue in resources(template, "AWS::SQS::Queue").items()
+        if "RedrivePolicy" not in queue["Properties"]
+    ]
+    return dlq
+
+
 def only(template: Template, type_name: str, **match: Any) -> dict[str, Any]:
     """The properties of the single resource of `type_name` whose properties include `match`."""
     hits = [

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from aws_cdk.assertions import Template
-from infra_asserts import logical_id_of_function, only, resources
+from infra_asserts import dead_letter_queue_id, logical_id_of_function, only, resources
 
 from relayflow.api.auth import parse_token_secret
 
@@ -77,26 +77,50 @@ def test_sweeper_runs_on_a_recurring_schedule_with_a_dlq(any_template: Template)
     props = schedule["Properties"]
     assert props["ScheduleExpression"] == "rate(5 minutes)"
     assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
-    (dlq,) = resources(any_template, "AWS::SQS::Queue")
+    dlq = dead_letter_queue_id(any_template)
     assert props["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [dlq, "Arn"]}}
 
 
 def test_alarm_group_name_is_valid_for_the_alarm_clock(any_template: Template) -> None:
-    (group,) = resources(any_template, "AWS::Scheduler::ScheduleGroup").values()
-    name = group["Properties"]["Name"]
-    assert 1 <= len(name) <= 64
-    assert all(c.isalnum() or c in "-_." for c in name)
+    groups = resources(any_template, "AWS::Scheduler::ScheduleGroup").values()
+    assert len(groups) == 2  # run alarms, and the workflows' recurring schedules
+    for group in groups:
+        name = group["Properties"]["Name"]
+        assert 1 <= len(name) <= 64
+        assert all(c.isalnum() or c in "-_." for c in name)
 
 
 def test_dead_letter_queue_is_encrypted_and_tls_only(any_template: Template) -> None:
-    (queue,) = resources(any_template, "AWS::SQS::Queue").values()
+    queue = resources(any_template, "AWS::SQS::Queue")[dead_letter_queue_id(any_template)]
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
-    (policy,) = resources(any_template, "AWS::SQS::QueuePolicy").values()
-    denials = [
-        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
-    ]
-    assert denials[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    policies = resources(any_template, "AWS::SQS::QueuePolicy").values()
+    assert len(policies) == 2  # the dead-letter queue and the alarm queue
+    for policy in policies:
+        denials = [
+            s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+        ]
+        assert denials[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_the_alarm_queue_feeds_the_drive_function_with_partial_batch_failures(
+    any_template: Template,
+) -> None:
+    dlq = dead_letter_queue_id(any_template)
+    (alarm_queue_id,) = set(resources(any_template, "AWS::SQS::Queue")) - {dlq}
+    queue = resources(any_template, "AWS::SQS::Queue")[alarm_queue_id]["Properties"]
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    assert queue["VisibilityTimeout"] >= 15 * 60  # at least the drive function's timeout
+    (mapping,) = resources(any_template, "AWS::Lambda::EventSourceMapping").values()
+    props = mapping["Properties"]
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [alarm_queue_id, "Arn"]}
+    assert props["FunctionName"] == {"Ref": logical_id_of_function(any_template, "drive")}
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BatchSize"] == 10
 
 
 def test_alarms_cover_errors_throttles_dlq_and_api(any_template: Template) -> None:
@@ -131,6 +155,7 @@ def test_outputs_give_the_api_url_and_the_token_secret(
         "RelayflowRunsTableName",
         "RelayflowDriveFunctionName",
         "RelayflowDeadLetterQueueUrl",
+        "RelayflowAlarmQueueUrl",
     }
     url = outputs["RelayflowApiUrl"]["Value"]["Fn::Join"][1]
     assert url[0] == "https://" and url[-1] == "/"

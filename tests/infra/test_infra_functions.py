@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
-from infra_asserts import functions_by_handler, resources
+from infra_asserts import dead_letter_queue_id, functions_by_handler, resources
 
 from relayflow import config
 from relayflow.api import settings as api_settings
@@ -132,8 +132,7 @@ def test_api_function_carries_the_auth_settings(
 def test_failed_async_invocations_land_in_the_dead_letter_queue(any_template: Template) -> None:
     configs = resources(any_template, "AWS::Lambda::EventInvokeConfig")
     assert len(configs) == 2  # drive and sweeper: the functions invoked asynchronously
-    queues = resources(any_template, "AWS::SQS::Queue")
-    (dlq,) = queues
+    dlq = dead_letter_queue_id(any_template)
     for invoke_config in configs.values():
         props = invoke_config["Properties"]
         assert props["MaximumRetryAttempts"] == 2

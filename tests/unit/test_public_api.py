@@ -16,6 +16,7 @@ EXPECTED = {
     "RelayflowError",
     "RetryPolicy",
     "RetryableError",
+    "Schedule",
     "Serdes",
     "ServiceNotFoundError",
     "StepFailedError",

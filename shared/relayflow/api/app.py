@@ -47,6 +47,7 @@ from relayflow.api.routes import manifest_history as manifest_history_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import stream as stream_routes
+from relayflow.api.routes import schedules as schedules_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth
@@ -374,6 +375,7 @@ def create_app(
     app.include_router(runs_routes.build_router(ctx))
     app.include_router(events_routes.build_router(ctx))
     app.include_router(manifests_routes.build_router(ctx))
+    app.include_router(schedules_routes.build_router(ctx))
     app.include_router(health_routes.build_router(ctx, app.openapi_document))
     app.include_router(stream_routes.build_router(ctx))
     app.include_router(manifest_history_routes.build_router(ctx))

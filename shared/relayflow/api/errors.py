@@ -21,7 +21,9 @@ from relayflow.errors import (
     RunAlreadyExistsError,
     RunNotFoundError,
     RunTerminalError,
+    ScheduleNotFoundError,
     StaleRunError,
+    StaleScheduleError,
     ValidationError,
     WorkflowNotFoundError,
 )
@@ -72,6 +74,8 @@ class ForbiddenError(ApiError):
 #: cancel and ``run_terminal`` on injections).
 DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (RunNotFoundError, 404, "not_found"),
+    (ScheduleNotFoundError, 404, "not_found"),
+    (StaleScheduleError, 409, "conflict"),
     (RunTerminalError, 409, None),
     (NotParkedError, 409, "not_parked"),
     (InboxFullError, 409, "inbox_full"),

@@ -15,13 +15,12 @@ from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools import Logger
 
-from relayflow.api import metrics as m
 from relayflow.api.app import RelayflowResolver, create_app
+from relayflow.api.drive_events import handle_drive_event
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.settings import ApiSettings
 from relayflow.config import Settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
-from relayflow.errors import ValidationError
 from relayflow.observability import RunMetrics
 
 T = TypeVar("T")
@@ -97,28 +96,16 @@ def make_lambda_handler(factory: Callable[[], RelayflowResolver]) -> Handler:
 def make_drive_handler(
     factory: Callable[[], WorkflowDriver], *, metrics: MetricsSink | None = None
 ) -> Handler:
-    """The drive function: ``{"runId", "wakeAt"}`` from an alarm or a hand-off (or an SQS
-    batch of them) drives that run."""
+    """The drive function: alarms, hand-offs and schedule firings, directly or as SQS
+    batches (see :mod:`relayflow.api.drive_events`)."""
     sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
-        payloads = _drive_payloads(event)
-        engine = driver.get().engine
-        results: list[dict[str, Any]] = []
         try:
-            for payload in payloads:
-                sink.get().count(m.ALARMS_FIRED)
-                record = engine.drive_from_event(payload)
-                status = record.status if record is not None else "not_found"
-                _log.info(
-                    "alarm handled",
-                    extra={"run_id": payload.get("runId"), "status": status},
-                )
-                results.append({"runId": payload.get("runId"), "status": status})
+            return handle_drive_event(driver.get(), event, context, sink.get())
         finally:
             sink.get().flush()
-        return {"driven": results}
 
     return handler
 
@@ -145,25 +132,6 @@ def _observed(driver: WorkflowDriver, sink: MetricsSink) -> WorkflowDriver:
     """``driver`` with its engine counting run ends and step retries into ``sink``."""
     driver.engine.add_observer(RunMetrics(sink))
     return driver
-
-
-def _drive_payloads(event: Any) -> list[Mapping[str, Any]]:
-    """The ``{"runId", "wakeAt"}`` payloads of a direct invocation or an SQS batch."""
-    if isinstance(event, Mapping) and isinstance(event.get("Records"), list):
-        out: list[Mapping[str, Any]] = []
-        for record in event["Records"]:
-            body = record.get("body") if isinstance(record, Mapping) else None
-            try:
-                parsed = json.loads(body) if isinstance(body, str) else None
-            except ValueError:
-                parsed = None
-            if not isinstance(parsed, Mapping):
-                raise ValidationError("an SQS drive message must hold a JSON object")
-            out.append(parsed)
-        return out
-    if isinstance(event, Mapping):
-        return [event]
-    raise ValidationError("the drive function expects {runId, wakeAt}")
 
 
 def _internal_error(event: Any, context: Any) -> dict[str, Any]:

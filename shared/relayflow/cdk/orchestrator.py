@@ -35,6 +35,7 @@ from relayflow.cdk.props import (
 from relayflow.cdk.scheduling import RelayflowScheduling
 from relayflow.cdk.storage import PAYLOAD_PREFIX, RelayflowStorage
 from relayflow.cdk.suppressions import acknowledge
+from relayflow.cdk.timers import RelayflowTimers
 
 __all__ = ["RelayflowOrchestrator", "StepHostError"]
 
@@ -113,6 +114,14 @@ class RelayflowOrchestrator(Construct):
             failure_queue=self.scheduling.dead_letter_queue,
         )
         self.scheduling.add_sweeper_schedule(self.functions.sweeper, props.sweeper_interval)
+        self.timers = RelayflowTimers(
+            self,
+            "Timers",
+            dead_letter_queue=self.scheduling.dead_letter_queue,
+            drive_timeout=self.functions.drive.timeout or Duration.minutes(15),
+            removal_policy=props.removal_policy,
+        )
+        self.timers.consume_with(self.functions.drive)
         self.tokens_secret = self._tokens_secret() if props.api_auth is ApiAuthMode.BEARER else None
         self.http_api = RelayflowHttpApi(
             self,
@@ -176,6 +185,8 @@ class RelayflowOrchestrator(Construct):
             config.ENV_SCHEDULER_ROLE_ARN: scheduling.alarm_role.role_arn,
             config.ENV_DRIVE_FUNCTION_ARN: self.drive_function_arn,
             config.ENV_DLQ_ARN: scheduling.dead_letter_queue.queue_arn,
+            config.ENV_ALARM_QUEUE_URL: self.timers.alarm_queue.queue_url,
+            config.ENV_RECURRING_SCHEDULE_GROUP: self.timers.schedule_group_name,
             config.ENV_RETENTION_DAYS: str(self.props.run_retention_days),
         }
         env.update(self._dispatch_environment())
@@ -253,9 +264,17 @@ class RelayflowOrchestrator(Construct):
                         "scheduler:DeleteSchedule",
                         "scheduler:GetSchedule",
                     ],
-                    resources=[self.scheduling.schedule_arn_pattern()],
+                    resources=[
+                        self.scheduling.schedule_arn_pattern(),
+                        self.timers.schedule_arn_pattern(),
+                    ],
                 )
             )
+            # Reconciling recurring schedules lists the group; ListSchedules takes no resource.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["scheduler:ListSchedules"], resources=["*"])
+            )
+            self.timers.alarm_queue.grant_send_messages(role)
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],
@@ -337,6 +356,20 @@ class RelayflowOrchestrator(Construct):
                 "Run alarms are one-time schedules named after each run, created at run time in "
                 "this deployment's own schedule group only.",
             )
+            recurring = Stack.of(self).resolve(self.timers.schedule_group_name)
+            acknowledge(
+                policy,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:"
+                f"<AWS::AccountId>:schedule/{recurring}/*]",
+                "Recurring schedules are named from the workflows' declarations when a manifest "
+                "is registered, in this deployment's own recurring-schedule group only.",
+            )
+            acknowledge(
+                policy,
+                "AwsSolutions-IAM5[Resource::*]",
+                "scheduler:ListSchedules supports no resource-level permission; it is the only "
+                "action granted on '*' and reveals schedule names only.",
+            )
         worker_policy = _role_of(self.functions.worker).node.try_find_child("DefaultPolicy")
         assert worker_policy is not None
         acknowledge(
@@ -370,6 +403,10 @@ class RelayflowOrchestrator(Construct):
             "DriveFunctionName": (
                 self.functions.drive.function_name,
                 "Function that run alarms invoke",
+            ),
+            "AlarmQueueUrl": (
+                self.timers.alarm_queue.queue_url,
+                "Wake-ups less than 15 minutes ahead, consumed by the drive function",
             ),
             "DeadLetterQueueUrl": (
                 self.scheduling.dead_letter_queue.queue_url,

@@ -25,6 +25,7 @@ from relayflow.cli.commands import (
     cmd_trigger,
 )
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
+from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -167,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = manifest_sub.add_parser("show", parents=[common], help="print the current manifest")
     _env_option(p)
     p.set_defaults(handler=cmd_manifest_show)
+
+    add_schedule_commands(sub, common, _env_option)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
     _add_dev_options(p)

@@ -68,8 +68,10 @@ def _workflow_entry(item: Any) -> dict[str, Any]:
         workflow_id = getattr(item, "id", None)
         config = getattr(item, "config", None)
         runtime = getattr(item, "default_runtime", None)
-        if runtime is not None:
-            fields = {"defaultRuntime": runtime}
+        fields = {"defaultRuntime": runtime} if runtime is not None else {}
+        declared = getattr(config, "schedules", ())
+        if declared:
+            fields = {**fields, "schedules": [s.to_manifest() for s in declared]}
     if not isinstance(workflow_id, str) or not workflow_id:
         raise ValidationError(f"a workflow needs a non-empty string id, got {item!r}")
     if isinstance(config, Mapping):
@@ -198,6 +200,9 @@ def manifest_errors(manifest: Any) -> list[str]:
                 errors.append(f"workflows.{i}: duplicate workflow id {wf_id!r}")
             else:
                 seen_workflows.add(wf_id)
+        from relayflow.schedules.spec import schedule_errors
+
+        errors.extend(schedule_errors(workflows))
     filters = manifest.get("eventFilters")
     if not isinstance(filters, list):
         errors.append("eventFilters: must be a list")

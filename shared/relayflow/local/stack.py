@@ -3,7 +3,8 @@ the drive function fed by a local scheduler, and the app's workflows on a local 
 
 Everything runs through the production code paths (the AWS driver on moto, the api, drive
 and worker Lambda handlers, signed Lambda dispatch); only what moto cannot play is local:
-firing schedules, and running Lambda functions (in this process, see ``lambda_router``).
+firing schedules (one-time alarms and recurring schedules), the SQS event source mapping,
+and running Lambda functions (in this process, see ``lambda_router``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from relayflow.drivers import WorkflowDriver
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
+from relayflow.local.queue_poller import LocalQueuePoller
+from relayflow.local.recurring_scheduler import LocalRecurringScheduler
 from relayflow.local.scheduler import LocalScheduler
 from relayflow.local.state import DevState, gate_moto_server
 from relayflow.local.transitions_log import TransitionLog
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 ACCOUNT = "123456789012"
 WORKER_FUNCTION = "relayflow-worker"
 DRIVE_FUNCTION = "relayflow-drive"
+ALARM_QUEUE = "relayflow-alarms"
 #: Names of the local resources (a deployment gets its names from CDK).
 LOCAL_SETTINGS = Settings(
     table_name="relayflow-runs",
@@ -48,6 +52,7 @@ LOCAL_SETTINGS = Settings(
     manifests_bucket="relayflow-manifests",
     payload_bucket="relayflow-payloads",
     schedule_group="relayflow-alarms",
+    recurring_schedule_group="relayflow-schedules",
     scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/relayflow-scheduler",
     drive_function_arn=f"arn:aws:lambda:{DEFAULT_REGION}:{ACCOUNT}:function:{DRIVE_FUNCTION}",
     dlq_arn=f"arn:aws:sqs:{DEFAULT_REGION}:{ACCOUNT}:relayflow-alarms-dlq",
@@ -113,6 +118,8 @@ class DevStack:
         self._http: LambdaHttpServer | None = None
         self._moto: LocalMoto | None = None
         self._scheduler: LocalScheduler | None = None
+        self._queue: LocalQueuePoller | None = None
+        self._recurring: LocalRecurringScheduler | None = None
         self._lambda = LocalLambdaClient(
             {
                 WORKER_FUNCTION: self._run_worker,
@@ -157,6 +164,9 @@ class DevStack:
         try:
             self._moto = start_moto(self.options.host, self.options.moto_port)
             self._restore_state()
+            # Wake-ups under 15 minutes go through a delayed SQS queue, as deployed.
+            queue_url = f"{self._moto.endpoint_url}/{ACCOUNT}/{ALARM_QUEUE}"
+            self.settings = replace(self.settings, alarm_queue_url=queue_url)
             clients = self._clients(self._moto.endpoint_url)
             create_resources(clients, self.settings)
             self._load_app()
@@ -170,6 +180,17 @@ class DevStack:
                 now_ms=_now_ms,
             )
             self._scheduler.start()
+            self._queue = LocalQueuePoller(
+                client=clients.sqs(), queue_url=queue_url, deliver=self._deliver_batch
+            )
+            self._queue.start()
+            self._recurring = LocalRecurringScheduler(
+                client=clients.scheduler(),
+                group=self.settings.require("recurring_schedule_group"),
+                fire=self._fire_schedule,
+                now_ms=_now_ms,
+            )
+            self._recurring.start()
             self._sweeper = threading.Thread(
                 target=self._sweep_loop, name="relayflow-sweeper", daemon=True
             )
@@ -190,6 +211,12 @@ class DevStack:
         if self._scheduler is not None:
             self._scheduler.stop()
             self._scheduler = None
+        if self._recurring is not None:
+            self._recurring.stop()
+            self._recurring = None
+        if self._queue is not None:
+            self._queue.stop()
+            self._queue = None
         if self._sweeper is not None:
             self._sweeper.join(timeout=5)
             self._sweeper = None
@@ -315,6 +342,27 @@ class DevStack:
         )
         if answer.get("FunctionError"):
             self._log(f"error: alarm of run {payload.get('runId')}: {answer['Payload'].read()!r}")
+
+    def _deliver_batch(self, event: dict[str, Any]) -> Any:
+        """Hand an SQS batch of alarms to the drive function, as the event source mapping does."""
+        return self._run_drive(event, None)
+
+    def _fire_schedule(self, payload: dict[str, Any]) -> None:
+        """Invoke the drive function with a recurring schedule's firing; print what it did."""
+        answer = self._lambda.invoke(
+            FunctionName=self.settings.require("drive_function_arn"),
+            InvocationType="RequestResponse",
+            Payload=json.dumps(payload),
+        )
+        raw = answer["Payload"].read()
+        if answer.get("FunctionError"):
+            self._log(f"error: schedule {payload.get('scheduleId')}: {raw!r}")
+            return
+        for item in json.loads(raw or b"{}").get("driven", []):
+            self._log(
+                f"schedule {item.get('scheduleId')} fired for {item.get('scheduledTime')}: "
+                f"{item.get('status')} {item.get('runId') or ''}".rstrip()
+            )
 
     def _sweep_loop(self) -> None:
         if self.restored:

@@ -33,12 +33,14 @@ class WorkflowConfig:
         timeout_ms: The workflow's overall timeout, enforced by the orchestrator.
         tags: Tags copied onto every run.
         description: Free text for manifests and dashboards.
+        schedules: Recurring schedules (``relayflow.Schedule``) that start runs.
     """
 
     retry: RetryPolicy | None = None
     timeout_ms: int | None = None
     tags: tuple[str, ...] = ()
     description: str | None = None
+    schedules: tuple[Any, ...] = ()
 
 
 class Workflow(Generic[R]):
@@ -87,6 +89,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    schedule: Any = None,
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -98,6 +101,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    schedule: Any = None,
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -108,6 +112,8 @@ def workflow(
         timeout: The overall timeout of a run (a duration).
         tags: Tags copied onto every run.
         description: Free text.
+        schedule: One ``Schedule`` (``Schedule.cron/every/at``) or reference-shaped dict, or
+            a list of them; each firing starts a run (see the README's Schedules section).
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
@@ -123,7 +129,10 @@ def workflow(
         ...     return ctx.step("hello", lambda: f"hello {name}")
     """
     refuse_positional_id(fn)
+    from relayflow.schedules.declaration import schedules_from
+
     config = WorkflowConfig(
+        schedules=schedules_from(schedule),
         retry=check_retry(retry),
         timeout_ms=parse_optional_duration(timeout, what="timeout"),
         tags=check_tags(tags),

@@ -15,7 +15,10 @@ from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import DispatcherResolver, ManifestStore, PayloadStore, RunQuery, RunStore
+from relayflow.schedules import FiringResult, InMemoryScheduleHost, InMemoryScheduleStateStore
+from relayflow.schedules.service import attach_schedules
 from relayflow.testing.alarms import FiredAlarms
+from relayflow.testing.schedule_clock import VirtualScheduleClock
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -51,6 +54,7 @@ def _register(workflows: Iterable[Any]) -> dict[str, Any]:
                 timeout=config.timeout_ms,
                 tags=config.tags,
                 description=config.description,
+                schedule=list(config.schedules),
             )(wf.fn)
         by_id[wf.id] = find_workflow(wf.id)
     return by_id
@@ -150,6 +154,17 @@ class WorkflowTestEnv:
             payloads=payloads,
         )
         self.admin: WorkflowAdmin = self.driver.admin
+        self.schedule_host = InMemoryScheduleHost(self.clock)
+        self.schedules = attach_schedules(
+            self.driver, states=InMemoryScheduleStateStore(), host=self.schedule_host
+        )
+        self._schedule_clock = VirtualScheduleClock(self.schedule_host)
+        if any(getattr(wf.config, "schedules", ()) for wf in self._workflows.values()):
+            from relayflow.events.manifest import build_manifest
+
+            self.register_manifest(
+                build_manifest(environment=environment, workflows=self._workflows.values())
+            )
 
     def _timeout_of(self, workflow_id: str) -> int | None:
         from relayflow.sdk.registry import find_workflow
@@ -186,6 +201,16 @@ class WorkflowTestEnv:
     def _fire_until(self, target: int | None) -> None:
         for _ in range(_MAX_ALARMS):
             upcoming = self.alarms.next_alarm()
+            horizon = upcoming[1] if upcoming is not None else None
+            if target is not None:
+                horizon = target if horizon is None else min(horizon, target)
+            firing = self._schedule_clock.next_firing()
+            if firing is not None and horizon is not None and firing[0] <= horizon:
+                # A schedule falls due before the next alarm: fire it first, in time order.
+                self.clock.set(max(self.now(), firing[0]))
+                self._schedule_clock.mark(firing[1], firing[0])
+                self.schedules.handle_firing(firing[2])
+                continue
             if upcoming is None or (target is not None and upcoming[1] > target):
                 break
             if target is None and all(
@@ -208,6 +233,18 @@ class WorkflowTestEnv:
         if armed == wake_at:
             self.alarms.take(run_id, wake_at)
         self.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+
+    def fire_schedule(self, schedule_id: str, scheduled_time: str) -> FiringResult:
+        """Deliver a schedule firing now for ``scheduled_time`` (ISO 8601), as Scheduler
+        would (also usable to send a duplicate or late firing)."""
+        return self.schedules.handle_firing(
+            {
+                "kind": "schedule",
+                "environment": self.environment,
+                "scheduleId": schedule_id,
+                "scheduledTime": scheduled_time,
+            }
+        )
 
     def armed_alarm(self, run_id: str) -> int | None:
         """When the run's alarm is armed, or None."""

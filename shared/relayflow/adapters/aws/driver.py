@@ -10,6 +10,9 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
+from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
+from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
@@ -18,7 +21,8 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
-from relayflow.ports import Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.ports import AlarmClock, Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.registry import registered_timeout_ms
 
 if TYPE_CHECKING:
@@ -123,9 +127,13 @@ def build_aws_driver(
     )
     if on_due is None:
         on_due = lambda_event_on_due(settings.require("drive_function_arn"), clients.lambda_)
-    alarms = SchedulerAlarmClock.from_settings(
+    scheduler_alarms = SchedulerAlarmClock.from_settings(
         settings, client_factory=clients.scheduler, clock=clock, on_due=on_due
     )
+    alarms: AlarmClock = scheduler_alarms
+    if settings.alarm_queue_url:
+        near = SqsDelayAlarmClock(settings.alarm_queue_url, client_factory=clients.sqs, clock=clock)
+        alarms = HorizonAlarmClock(near=near, far=scheduler_alarms, clock=clock)
     manifests = DynamoDBManifestStore.from_settings(
         settings, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=clock
     )
@@ -138,6 +146,15 @@ def build_aws_driver(
         settings=core_settings,
         workflow_timeout=workflow_timeout,
     )
-    return WorkflowDriver(
+    driver = WorkflowDriver(
         engine=engine, manifests=manifests, tenant_meta=tenant_meta, payloads=payloads
     )
+    if settings.recurring_schedule_group:
+        attach_schedules(
+            driver,
+            states=DynamoDBScheduleStateStore.from_settings(
+                settings, client_factory=clients.dynamodb
+            ),
+            host=SchedulerScheduleHost.from_settings(settings, client_factory=clients.scheduler),
+        )
+    return driver

@@ -165,8 +165,11 @@ def create_resources(
     for bucket in {settings.payload_bucket, settings.manifests_bucket} - {None}:
         assert bucket is not None
         _create_bucket(clients, bucket, settings.region, result, enforce_tls=enforce_tls)
-    if settings.schedule_group:
-        _create_schedule_group(clients, settings.schedule_group, result)
+    for group in (settings.schedule_group, settings.recurring_schedule_group):
+        if group:
+            _create_schedule_group(clients, group, result)
+    if settings.alarm_queue_url:
+        _create_queue(clients, settings.alarm_queue_url.rstrip("/").rsplit("/", 1)[-1], result)
     if settings.dlq_arn:
         result.dlq_url = _create_queue(clients, settings.dlq_arn.rsplit(":", 1)[-1], result)
     return result

@@ -1,0 +1,121 @@
+"""The local stand-in for the drive function's SQS event source mapping: polls the alarm
+queue on moto (which honours ``DelaySeconds``), hands each batch to the drive handler as an
+SQS event, and deletes the messages the handler did not report as failed (a failed one comes
+back after its visibility timeout, as on AWS).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_log = logging.getLogger("relayflow.local")
+
+Deliver = Callable[[dict[str, Any]], Any]
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The Lambda SQS event for received ``messages``."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": queue_arn.split(":")[3] if queue_arn.count(":") >= 5 else "",
+            }
+            for m in messages
+        ]
+    }
+
+
+class LocalQueuePoller:
+    """Polls ``queue_url`` and delivers batches to ``deliver`` (the drive handler).
+
+    Args:
+        client: A boto3 SQS client (on moto).
+        queue_url: The alarm queue.
+        deliver: Called with an SQS event; returns the handler's answer
+            (``batchItemFailures`` names the messages to keep).
+        interval_s: Pause between empty polls (short polls keep local timers precise).
+        batch_size: Messages per batch (the mapping's batch size).
+    """
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        queue_url: str,
+        deliver: Deliver,
+        interval_s: float = 0.05,
+        batch_size: int = 10,
+    ) -> None:
+        self._client = client
+        self._url = queue_url
+        self._deliver = deliver
+        self._interval_s = interval_s
+        self._batch_size = batch_size
+        self._arn = self._queue_arn()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _queue_arn(self) -> str:
+        attrs = self._client.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])
+        return str(attrs["Attributes"]["QueueArn"])
+
+    def start(self) -> None:
+        """Poll in a background thread until :meth:`stop`."""
+        self._thread = threading.Thread(target=self._loop, name="relayflow-queue", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                delivered = self.poll()
+            except Exception:
+                _log.exception("local queue poll failed")
+                delivered = 0
+            if not delivered:
+                self._stop.wait(self._interval_s)
+
+    def poll(self) -> int:
+        """Receive one batch and deliver it; returns how many messages it held."""
+        answer = self._client.receive_message(
+            QueueUrl=self._url, MaxNumberOfMessages=self._batch_size, WaitTimeSeconds=0
+        )
+        messages: list[dict[str, Any]] = answer.get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            result = self._deliver(sqs_event(messages, self._arn))
+        except Exception:
+            _log.exception("the drive handler failed a whole batch")
+            return len(messages)  # nothing deleted: every message comes back
+        failed = {
+            item.get("itemIdentifier")
+            for item in (result or {}).get("batchItemFailures", [])
+            if isinstance(item, dict)
+        }
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self._client.delete_message_batch(
+                QueueUrl=self._url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+        return len(messages)

@@ -46,8 +46,8 @@ from relayflow.api.routes import health as health_routes
 from relayflow.api.routes import manifest_history as manifest_history_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
-from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import schedules as schedules_routes
+from relayflow.api.routes import stream as stream_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth

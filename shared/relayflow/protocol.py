@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 
 PROTOCOL_VERSION = 1
@@ -216,15 +216,30 @@ class MetadataUpdate(WireModel):
     id: str | None = None
 
 
+#: How a stream chunk is encoded on the wire; bytes travel as standard base64 text.
+StreamEncoding = Literal["text", "json", "base64"]
+#: The name relayflow's earlier hosts wrote for base64 chunks; read as ``base64``.
+LEGACY_BYTES_ENCODING = "bytes"
+
+
 class StreamChunk(WireModel):
-    """One chunk of a ``ctx.stream``; a final chunk with ``chunk=None`` closes it."""
+    """One chunk of a ``ctx.stream``; a final chunk with ``chunk=None`` closes it.
+
+    Bytes chunks carry ``"encoding": "base64"`` as the reference runtime writes them; the
+    ``"bytes"`` that earlier relayflow hosts wrote is accepted and normalised on read.
+    """
 
     stream_id: str
     seq: int
-    encoding: Literal["text", "json", "bytes"] = "json"
+    encoding: StreamEncoding = "json"
     chunk: Any = None
     final: bool = False
     at: int = 0
+
+    @field_validator("encoding", mode="before")
+    @classmethod
+    def _normalise_legacy_bytes(cls, value: Any) -> Any:
+        return "base64" if value == LEGACY_BYTES_ENCODING else value
 
 
 class CompensationReport(WireModel):

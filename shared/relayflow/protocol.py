@@ -8,6 +8,8 @@ trip through older ones.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
@@ -44,6 +46,21 @@ def json_depth(value: Any) -> int:
         deepest = max(deepest, depth + 1)
         stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """Parse JSON as RFC 8259 defines it: no NaN or Infinity (``ValueError`` otherwise)."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    def finite(literal: str) -> float:
+        number = float(literal)
+        if math.isinf(number):
+            raise ValueError(f"{literal} is out of the range of a double")
+        return number
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 class WireModel(BaseModel):

@@ -11,7 +11,6 @@ import base64
 import binascii
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,26 +43,11 @@ from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
-from relayflow.protocol import MAX_JSON_DEPTH, json_depth
+from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
 
 SECURITY_SCHEME = "bearerAuth"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _LOG_KEYS = ("run_id", "workflow_id")
-
-
-def _strict_json(text: str) -> Any:
-    """Parse JSON as RFC 8259 defines it: no NaN or Infinity."""
-
-    def refuse(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    def finite(literal: str) -> float:
-        number = float(literal)
-        if math.isinf(number):
-            raise ValueError(f"{literal} is out of the range of a double")
-        return number
-
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 class RelayflowResolver(APIGatewayHttpResolver):
@@ -82,7 +66,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             cors=cors,
             debug=False,
             enable_validation=True,
-            json_body_deserializer=_strict_json,
+            json_body_deserializer=strict_json_loads,
         )
         self.auth = auth
         self.metrics = metrics
@@ -147,7 +131,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         if principal is not None:
             self._authorise(route, principal)
         if method in _BODY_METHODS:
-            self._check_body()
+            self._check_body(route)
 
     def _match(self, method: str, path: str) -> tuple[Route | None, list[Route]]:
         """The route of (method, path), and the routes of the path with other methods."""
@@ -170,9 +154,13 @@ class RelayflowResolver(APIGatewayHttpResolver):
                 if not principal.allows(scope):
                     raise ForbiddenError(f"this token lacks the '{scope}' scope")
 
-    def _check_body(self) -> None:
+    def _check_body(self, route: Route) -> None:
         raw = self.current_event.get("body")
         if raw is None or raw == "":
+            # An empty body is no JSON; only routes whose body is optional (cancel, token
+            # completion, heartbeat) take one, as the reference's cancel does.
+            if _requires_body(route):
+                raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
             return
         if not isinstance(raw, str):
             raise ApiError(400, "invalid_json", "request body must be JSON text")
@@ -373,6 +361,11 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     for name, schema in extra.get("$defs", {}).items():
         schemas.setdefault(name, schema)
     return doc
+
+
+def _requires_body(route: Route) -> bool:
+    """True when ``route`` declares a body parameter without a default."""
+    return any(param.required for param in route.dependant.body_params)
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

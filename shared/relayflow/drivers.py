@@ -24,11 +24,13 @@ from relayflow.errors import (
     DriverShutdownError,
     RelayflowError,
     RunNotFoundError,
+    TokenNotFoundError,
     ValidationError,
 )
 from relayflow.payloads import is_pointer, resolve
 from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
+from relayflow.token_ids import locate
 
 WorkflowRef = Any
 """A workflow id, or an object with an ``id`` (and optionally ``config.timeout_ms``/``tags``)."""
@@ -73,6 +75,26 @@ def token_error(error: Any) -> SerializedError:
     if isinstance(error, BaseException):
         return SerializedError(code="TOKEN_FAILED", message=str(error), name=type(error).__name__)
     return SerializedError(code="TOKEN_FAILED", message=str(error))
+
+
+def token_target(token_id: str, run_id: str | None) -> tuple[str, str]:
+    """``(run id, token id within the run)`` of a token given with or without its run.
+
+    A run-locating id (one relayflow generated) names its run; any other id needs
+    ``run_id``. A run-locating id sent to another run's route is refused.
+    """
+    located = locate(token_id)
+    if located is None:
+        if run_id is None:
+            raise TokenNotFoundError(
+                f"token id {token_id!r} does not name its run (the workflow chose it); "
+                "give the run id too"
+            )
+        return run_id, token_id
+    owner, local_id = located
+    if run_id is not None and run_id != owner:
+        raise TokenNotFoundError(f"token {token_id!r} belongs to another run, not {run_id!r}")
+    return owner, local_id
 
 
 def _check_depth(what: str, value: Any) -> None:
@@ -259,28 +281,33 @@ class WorkflowDriver:
         )
         return self._deliver(run_id, injection)
 
-    def complete_token(self, run_id: str, token_id: str, payload: Any = None) -> Delivery:
-        """Complete a token: its wait returns ``payload`` (a token resolves once)."""
-        injection = Injection(
-            kind="MANUAL", key=token_id, id=f"token:{token_id}", payload=payload, outcome="complete"
-        )
-        return self._deliver(run_id, injection)
+    def complete_token(
+        self, token_id: str, payload: Any = None, *, run_id: str | None = None
+    ) -> Delivery:
+        """Complete a token: its wait returns ``payload`` (a token resolves once).
 
-    def fail_token(self, run_id: str, token_id: str, error: Any) -> Delivery:
+        ``run_id`` is needed only for a token id the workflow chose itself; generated ids
+        locate their run.
+        """
+        run, key = token_target(token_id, run_id)
+        injection = Injection(
+            kind="MANUAL", key=key, id=f"token:{key}", payload=payload, outcome="complete"
+        )
+        return self._deliver(run, injection)
+
+    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
         """Fail a token: its wait raises ``TokenFailedError`` carrying ``error``."""
+        run, key = token_target(token_id, run_id)
         injection = Injection(
-            kind="MANUAL",
-            key=token_id,
-            id=f"token:{token_id}",
-            outcome="fail",
-            error=token_error(error),
+            kind="MANUAL", key=key, id=f"token:{key}", outcome="fail", error=token_error(error)
         )
-        return self._deliver(run_id, injection)
+        return self._deliver(run, injection)
 
-    def heartbeat_token(self, run_id: str, token_id: str) -> Delivery:
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
         """Push the heartbeat deadline of a token wait."""
-        injection = Injection(kind="MANUAL", key=token_id, id=f"hb:{token_id}", outcome="heartbeat")
-        return self._deliver(run_id, injection)
+        run, key = token_target(token_id, run_id)
+        injection = Injection(kind="MANUAL", key=key, id=f"hb:{key}", outcome="heartbeat")
+        return self._deliver(run, injection)
 
 
 class WorkflowAdmin:

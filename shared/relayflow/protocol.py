@@ -121,6 +121,9 @@ class StepJournalEntry(WireModel):
     metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
     #: Journal keys of the compensable steps a group or branch registered before it finished.
     compensables: list[str] = Field(default_factory=list)
+    #: The name the author gave the operation (token, condition, group, branch or map item),
+    #: shown in the run's history.
+    name: str | None = None
 
 
 class WaitpointResolution(WireModel):
@@ -143,6 +146,8 @@ class WaitpointRegistration(WireModel):
     wake_at: int | None = None
     deadline: int | None = None
     heartbeat_deadline: int | None = None
+    #: The name the author gave the wait (``meta.name``), shown in the run's history.
+    name: str | None = None
 
 
 class StreamCompletion(WireModel):

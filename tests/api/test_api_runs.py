@@ -274,6 +274,49 @@ def test_tokens_complete_heartbeat_and_fail(api: Api, env: WorkflowTestEnv) -> N
     assert "no budget" in str(failed.body["error"])
 
 
+def test_generated_tokens_are_completed_by_their_id_alone(api: Api) -> None:
+    runs = [api.post("/api/runs", {"workflowId": "api.callback"}).body for _ in range(3)]
+    tokens = [r["metadata"]["token"] for r in runs]
+    [wait] = runs[0]["pendingWaitpoints"]
+    assert wait["tokenId"] == tokens[0], "the pending wait shows the id to complete it with"
+
+    beat = api.post(f"/api/tokens/{tokens[0]}/heartbeat")
+    done = api.post(f"/api/tokens/{tokens[0]}", {"payload": {"ok": True}})
+    failed = api.post(f"/api/tokens/{tokens[1]}/fail", {"error": {"message": "no budget"}})
+    scoped = api.post(f"/api/runs/{runs[2]['id']}/tokens/{tokens[2]}", {"payload": 3})
+
+    assert beat.body["delivery"]["status"] == "heartbeat"
+    assert (done.status, done.body["id"], done.body["output"]) == (
+        200,
+        runs[0]["id"],
+        {"decision": {"ok": True}},
+    )
+    assert (failed.body["id"], failed.body["status"]) == (runs[1]["id"], "failed")
+    assert scoped.body["output"] == {"decision": 3}
+
+
+def test_token_ids_that_name_no_run_answer_404_token_not_found(api: Api) -> None:
+    first = api.post("/api/runs", {"workflowId": "api.approval"}).body
+    other = api.post("/api/runs", {"workflowId": "api.callback"}).body
+
+    authored = api.post("/api/tokens/approve-1", {"payload": 1})
+    elsewhere = api.post(
+        f"/api/runs/{first['id']}/tokens/{other['metadata']['token']}", {"payload": 1}
+    )
+
+    assert (authored.status, authored.error) == (404, "token_not_found")
+    assert (elsewhere.status, elsewhere.error) == (404, "token_not_found")
+    assert api.get(f"/api/runs/{other['id']}").body["status"] == "waiting"
+
+
+def test_run_free_token_routes_need_the_runs_write_scope(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.callback"}).body
+
+    answer = api.post(f"/api/tokens/{run['metadata']['token']}", {"payload": 1}, token=READER)
+
+    assert (answer.status, answer.error) == (403, "forbidden")
+
+
 def test_deliveries_to_a_finished_run_answer_409_run_terminal(api: Api) -> None:
     run = api.post("/api/runs", {"workflowId": "api.echo"}).body
 

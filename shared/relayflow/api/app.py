@@ -41,6 +41,7 @@ from relayflow.api.routes import events as events_routes
 from relayflow.api.routes import health as health_routes
 from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
+from relayflow.api.routes import tokens as tokens_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
@@ -278,6 +279,7 @@ def create_app(
         version=__version__,
     )
     app.include_router(runs_routes.build_router(ctx))
+    app.include_router(tokens_routes.build_router(ctx))
     app.include_router(events_routes.build_router(ctx))
     app.include_router(manifests_routes.build_router(ctx))
     app.include_router(health_routes.build_router(ctx, app.openapi_document))

@@ -22,6 +22,7 @@ from relayflow.errors import (
     RunNotFoundError,
     RunTerminalError,
     StaleRunError,
+    TokenNotFoundError,
     ValidationError,
     WorkflowNotFoundError,
 )
@@ -72,6 +73,7 @@ class ForbiddenError(ApiError):
 #: cancel and ``run_terminal`` on injections).
 DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (RunNotFoundError, 404, "not_found"),
+    (TokenNotFoundError, 404, "token_not_found"),
     (RunTerminalError, 409, None),
     (NotParkedError, 409, "not_parked"),
     (InboxFullError, 409, "inbox_full"),

@@ -56,10 +56,12 @@ def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:
     prefix, _, rest = wait_id.partition(":")
     kind = _KIND_OF_PREFIX.get(prefix)
     registered_at = None
+    token_id = rest if prefix == "token" else None
     for entry in detail.timeline:
         if entry.type == "wait" and entry.id == wait_id:
             kind = entry.kind or kind
             registered_at = entry.started_at
+            token_id = entry.token_id or token_id
     key = rest.rpartition(":")[0] if prefix in ("event", "signal") else rest
     return PendingWaitpointView(
         id=wait_id,
@@ -67,7 +69,7 @@ def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:
         registered_at=registered_at,
         event_type=key if prefix == "event" else None,
         signal_name=key if prefix == "signal" else None,
-        token_id=rest if prefix == "token" else None,
+        token_id=token_id,
     )
 
 

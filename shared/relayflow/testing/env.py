@@ -15,6 +15,7 @@ from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
+from relayflow.token_ids import locate
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -260,19 +261,22 @@ class WorkflowTestEnv:
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None
     ) -> Delivery:
-        """Complete a token; the run is found by its pending wait unless given."""
-        return self.driver.complete_token(self._token_run(token_id, run_id), token_id, payload)
+        """Complete a token; a generated id locates its run, an authored one is looked up
+        among pending waits unless ``run_id`` is given."""
+        return self.driver.complete_token(
+            token_id, payload, run_id=self._token_run(token_id, run_id)
+        )
 
     def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
         """Fail a token with ``error`` (an exception, a message or an error dict)."""
-        return self.driver.fail_token(self._token_run(token_id, run_id), token_id, error)
+        return self.driver.fail_token(token_id, error, run_id=self._token_run(token_id, run_id))
 
     def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
         """Heartbeat a token wait."""
-        return self.driver.heartbeat_token(self._token_run(token_id, run_id), token_id)
+        return self.driver.heartbeat_token(token_id, run_id=self._token_run(token_id, run_id))
 
-    def _token_run(self, token_id: str, run_id: str | None) -> str:
-        if run_id is not None:
+    def _token_run(self, token_id: str, run_id: str | None) -> str | None:
+        if run_id is not None or locate(token_id) is not None:
             return run_id
         owners: list[str] = []
         cursor: str | None = None

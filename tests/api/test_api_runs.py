@@ -171,6 +171,37 @@ def test_timeline_lists_step_attempts_and_waits(api: Api, env: WorkflowTestEnv) 
     assert api.get("/api/runs/missing/timeline").status == 404
 
 
+def test_timeline_gives_names_and_values_on_request_in_pages(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.callback"}).body
+    token = run["metadata"]["token"]
+    api.post(f"/api/tokens/{token}", {"payload": {"ok": True}})
+
+    plain = api.get(f"/api/runs/{run['id']}/timeline").body
+    valued = api.get(f"/api/runs/{run['id']}/timeline", query={"values": "true"}).body
+    first = api.get(f"/api/runs/{run['id']}/timeline", query={"limit": "1"}).body
+    rest = api.get(f"/api/runs/{run['id']}/timeline", query={"cursor": first["nextCursor"]}).body
+
+    [wait] = [e for e in plain["entries"] if e["type"] == "wait"]
+    assert (wait["name"], wait["tokenId"]) == ("manager", token)
+    assert wait["value"] is None and wait["valueSize"] is None
+    assert plain["nextCursor"] is None
+    [valued_wait] = [e for e in valued["entries"] if e["type"] == "wait"]
+    assert valued_wait["value"] == {"ok": True}
+    assert valued_wait["valueSize"] == len('{"ok":true}')
+    assert first["entries"] + rest["entries"] == plain["entries"]
+
+
+@pytest.mark.parametrize(
+    "query", [{"cursor": "bogus"}, {"limit": "0"}, {"limit": "5000"}, {"values": "maybe"}]
+)
+def test_timeline_refuses_bad_paging(api: Api, query: dict[str, str]) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.echo"}).body
+
+    answer = api.get(f"/api/runs/{run['id']}/timeline", query=query)
+
+    assert (answer.status, answer.error) == (400, "invalid_query")
+
+
 def test_cancel_with_an_empty_body_cancels(api: Api) -> None:
     run = api.post("/api/runs", {"workflowId": "api.signal"}).body
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
-from relayflow.core.views import RunDetail, RunListPage
+from relayflow.core.views import RunDetail, RunListPage, TimelinePage
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.errors import RunNotFoundError
 from relayflow.events.errors import InvalidEventError
@@ -58,6 +58,13 @@ class Backend:
         if run is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return run
+
+    def timeline(
+        self, run_id: str, *, values: bool, cursor: str | None, limit: int
+    ) -> TimelinePage:
+        """One page of the run's timeline; raises ``RunNotFoundError``/``ValidationError``."""
+        page: TimelinePage = self.admin.timeline(run_id, values=values, cursor=cursor, limit=limit)
+        return page
 
     def list_runs(
         self,

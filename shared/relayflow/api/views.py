@@ -19,7 +19,7 @@ from relayflow.api.models import (
     TimelineEntryView,
     TimelineView,
 )
-from relayflow.core.views import RunDetail, RunSummary
+from relayflow.core.views import RunDetail, RunSummary, TimelinePage
 from relayflow.drivers import Delivery
 
 #: Kinds of the positional wait ids (``<prefix>:...``) the SDK registers.
@@ -130,8 +130,8 @@ def run_summary(item: RunSummary) -> RunSummaryView:
     )
 
 
-def timeline_view(detail: RunDetail) -> TimelineView:
-    """The run's timeline: one entry per step attempt and per wait, in start order."""
+def timeline_view(page: TimelinePage) -> TimelineView:
+    """A page of the run's timeline: one entry per step attempt and per wait, in start order."""
     entries = [
         TimelineEntryView.model_validate(
             {
@@ -144,12 +144,22 @@ def timeline_view(detail: RunDetail) -> TimelineView:
                 "outcome": entry.outcome,
                 "source": entry.source,
                 "error": error_view(entry.error),
+                "name": entry.name,
+                "token_id": entry.token_id,
+                "value": entry.value,
+                "value_size": entry.value_size,
+                "value_truncated": entry.value_truncated,
             }
         )
-        for entry in detail.timeline
+        for entry in page.entries
     ]
     return TimelineView.model_validate(
-        {"run_id": detail.id, "status": detail.status, "entries": entries}
+        {
+            "run_id": page.run_id,
+            "status": page.status,
+            "entries": entries,
+            "next_cursor": page.next_cursor,
+        }
     )
 
 

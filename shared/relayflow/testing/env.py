@@ -200,9 +200,12 @@ class WorkflowTestEnv:
         options.setdefault("environment", self.environment)
         return self.driver.trigger(workflow, input, **options)
 
-    def get_run(self, run_id: str) -> RunDetail:
-        """The run's detail: ``status``, ``output``, ``error``, ``timeline``, ``metadata``..."""
-        found = self.admin.get_run(run_id)
+    def get_run(self, run_id: str, *, values: bool = False) -> RunDetail:
+        """The run's detail: ``status``, ``output``, ``error``, ``timeline``, ``metadata``...
+
+        With ``values`` each timeline entry carries its checkpointed value (capped).
+        """
+        found = self.admin.get_run(run_id, values=values)
         if found is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return found
@@ -211,9 +214,11 @@ class WorkflowTestEnv:
         """Runs newest first (see ``WorkflowAdmin.list_runs``)."""
         return self.admin.list_runs(**filters)
 
-    def stream_run(self, run_id: str, *, follow: bool = False) -> list[JournalEvent]:
+    def stream_run(
+        self, run_id: str, *, follow: bool = False, values: bool = False
+    ) -> list[JournalEvent]:
         """The run's journal events so far (or, with ``follow``, until it ends)."""
-        return list(self.admin.stream_run(run_id, follow=follow))
+        return list(self.admin.stream_run(run_id, follow=follow, values=values))
 
     def cancel(self, run_id: str, reason: str | None = None, compensate: bool = False) -> RunDetail:
         """Cancel a run (and its children), compensating first when asked."""

@@ -273,10 +273,20 @@ class CompensationReport(WireModel):
     duration_ms: int = 0
 
 
+#: What relayflow's step hosts can do beyond the reference protocol, advertised in every
+#: answer's ``capabilities``: ``cancel`` = the host honours the request's ``cancel`` directive
+#: (stops the body and, with ``compensate``, runs the compensations and reports them).
+#: Reference hosts send no ``capabilities``.
+CAPABILITY_CANCEL = "cancel"
+HOST_CAPABILITIES: tuple[str, ...] = (CAPABILITY_CANCEL,)
+
+
 class _ResponseBase(WireModel):
     journal: Journal = Field(default_factory=Journal)
     metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
     stream_chunks: list[StreamChunk] = Field(default_factory=list)
+    #: A relayflow extension (see :data:`HOST_CAPABILITIES`); absent from reference answers.
+    capabilities: list[str] | None = None
 
 
 class CompletedResponse(_ResponseBase):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -10,6 +11,7 @@ from api_harness import READER, RELEASED, WRITER, Api, make_api
 from relayflow.api import metrics as m
 from relayflow.api.context import WaitPolicy
 from relayflow.core.settings import CoreSettings
+from relayflow.ports import DispatcherResolver
 from relayflow.testing import WorkflowTestEnv
 
 
@@ -223,6 +225,39 @@ def test_cancel_with_compensation_runs_the_compensations(api: Api) -> None:
     assert answer.body["status"] in ("cancelled", "compensated")
     assert RELEASED == ["res-o2"]
     assert [c["stepId"] for c in answer.body["compensations"]] == ["reserve"]
+
+
+class ReferenceLikeHost:
+    """relayflow's host seen through a reference one: the cancel directive is unknown to it
+    (dropped from the request) and its answers advertise no capabilities."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        status, answer = self.inner.dispatch({k: v for k, v in request.items() if k != "cancel"})
+        return status, {k: v for k, v in answer.items() if k != "capabilities"}
+
+
+def test_cancel_with_compensation_against_a_reference_host_says_none_ran(
+    workflows: list[object],
+) -> None:
+    env = WorkflowTestEnv(workflows=workflows)
+    # The engine drives every run through the reference-like host.
+    env.engine.dispatchers = DispatcherResolver(default=ReferenceLikeHost(env.dispatcher))
+    api = make_api(env)
+    run = api.post("/api/runs", {"workflowId": "api.saga", "input": {"id": "o3"}}).body
+    RELEASED.clear()
+
+    answer = api.post(f"/api/runs/{run['id']}/cancel", {"reason": "stop", "compensate": True})
+    again = api.get(f"/api/runs/{run['id']}").body
+
+    assert (answer.status, answer.body["status"]) == (200, "cancelled")
+    assert answer.body["compensations"] == [] and RELEASED == []
+    skipped = answer.body["compensationSkipped"]
+    assert (skipped["code"], skipped["hostStatus"]) == ("host_cannot_compensate", "waiting")
+    assert "no compensation ran" in skipped["message"]
+    assert again["compensationSkipped"] == skipped
 
 
 def test_cancelling_a_finished_run_answers_409_already_terminal(api: Api) -> None:

@@ -168,6 +168,14 @@ class PendingWaitpointView(ResponseModel):
     token_id: str | None = None
 
 
+class CompensationSkippedView(ResponseModel):
+    """Why a cancel that asked for compensation ran none."""
+
+    code: str = Field(description="host_cannot_compensate or host_did_not_compensate")
+    message: str
+    host_status: str = Field(description="what the step host answered the cancel request with")
+
+
 class RunView(ResponseModel):
     """A run as the API shows it."""
 
@@ -187,6 +195,10 @@ class RunView(ResponseModel):
     children: list[str] = Field(default_factory=list)
     triggered_by: dict[str, Any] | None = None
     compensations: list[dict[str, Any]] = Field(default_factory=list)
+    compensation_skipped: CompensationSkippedView | None = Field(
+        default=None,
+        description="set when a cancel asked for compensation and none ran, with the reason",
+    )
     started_at: int = Field(description="epoch milliseconds")
     completed_at: int | None = Field(default=None, description="epoch milliseconds")
     duration_ms: int | None = None

@@ -94,6 +94,7 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "children": list(detail.children),
         "triggered_by": _dump(detail.triggered_by),
         "compensations": [_dump(c) for c in detail.compensations],
+        "compensation_skipped": _dump(detail.compensation_skipped),
         "started_at": detail.started_at,
         "completed_at": detail.completed_at,
         "duration_ms": detail.duration_ms,

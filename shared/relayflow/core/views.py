@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from relayflow.core.record import RecordModel, RunRecord
+from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
 from relayflow.protocol import (
     CompensationReport,
@@ -103,6 +103,8 @@ class RunDetail(RunSummary):
     parent_run_id: str | None = None
     pending_waits: list[str] = Field(default_factory=list)
     compensations: list[CompensationReport] = Field(default_factory=list)
+    #: Set when a cancel asked for compensation and none ran: the reason.
+    compensation_skipped: CompensationSkipped | None = None
     invocation_count: int = 0
     operations_count: int = 0
     idempotency_key: str | None = None
@@ -367,6 +369,7 @@ def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> Run
         parent_run_id=record.parent.run_id if record.parent else None,
         pending_waits=[w.client_waitpoint_id for w in record.pending_waitpoints],
         compensations=list(record.compensations),
+        compensation_skipped=record.compensation_skipped,
         invocation_count=record.invocation_count,
         operations_count=record.operations_count,
         idempotency_key=record.idempotency_key,

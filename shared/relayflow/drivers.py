@@ -12,18 +12,25 @@ from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.record import RecordModel, RunRecord
 from relayflow.core.trigger import TriggerSpec, resolve_run_id
 from relayflow.core.views import (
+    TIMELINE_DEFAULT_LIMIT,
     JournalEvent,
     RunDetail,
     RunListPage,
+    TimelineEntry,
+    TimelinePage,
+    cap_value,
     detail,
     journal_events,
     summary,
+    timeline,
+    timeline_page,
 )
 from relayflow.engine import Engine
 from relayflow.errors import (
     DriverShutdownError,
     RelayflowError,
     RunNotFoundError,
+    TokenNotFoundError,
     ValidationError,
     WorkflowNotFoundError,
 )
@@ -31,6 +38,7 @@ from relayflow.json_values import non_json_reason
 from relayflow.payloads import is_pointer, resolve
 from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
+from relayflow.token_ids import locate
 
 WorkflowRef = Any
 """A workflow id, or an object with an ``id`` (and optionally ``config.timeout_ms``/``tags``)."""
@@ -75,6 +83,26 @@ def token_error(error: Any) -> SerializedError:
     if isinstance(error, BaseException):
         return SerializedError(code="TOKEN_FAILED", message=str(error), name=type(error).__name__)
     return SerializedError(code="TOKEN_FAILED", message=str(error))
+
+
+def token_target(token_id: str, run_id: str | None) -> tuple[str, str]:
+    """``(run id, token id within the run)`` of a token given with or without its run.
+
+    A run-locating id (one relayflow generated) names its run; any other id needs
+    ``run_id``. A run-locating id sent to another run's route is refused.
+    """
+    located = locate(token_id)
+    if located is None:
+        if run_id is None:
+            raise TokenNotFoundError(
+                f"token id {token_id!r} does not name its run (the workflow chose it); "
+                "give the run id too"
+            )
+        return run_id, token_id
+    owner, local_id = located
+    if run_id is not None and run_id != owner:
+        raise TokenNotFoundError(f"token {token_id!r} belongs to another run, not {run_id!r}")
+    return owner, local_id
 
 
 def _check_depth(what: str, value: Any) -> None:
@@ -314,28 +342,33 @@ class WorkflowDriver:
         )
         return self._deliver(run_id, injection)
 
-    def complete_token(self, run_id: str, token_id: str, payload: Any = None) -> Delivery:
-        """Complete a token: its wait returns ``payload`` (a token resolves once)."""
-        injection = Injection(
-            kind="MANUAL", key=token_id, id=f"token:{token_id}", payload=payload, outcome="complete"
-        )
-        return self._deliver(run_id, injection)
+    def complete_token(
+        self, token_id: str, payload: Any = None, *, run_id: str | None = None
+    ) -> Delivery:
+        """Complete a token: its wait returns ``payload`` (a token resolves once).
 
-    def fail_token(self, run_id: str, token_id: str, error: Any) -> Delivery:
+        ``run_id`` is needed only for a token id the workflow chose itself; generated ids
+        locate their run.
+        """
+        run, key = token_target(token_id, run_id)
+        injection = Injection(
+            kind="MANUAL", key=key, id=f"token:{key}", payload=payload, outcome="complete"
+        )
+        return self._deliver(run, injection)
+
+    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
         """Fail a token: its wait raises ``TokenFailedError`` carrying ``error``."""
+        run, key = token_target(token_id, run_id)
         injection = Injection(
-            kind="MANUAL",
-            key=token_id,
-            id=f"token:{token_id}",
-            outcome="fail",
-            error=token_error(error),
+            kind="MANUAL", key=key, id=f"token:{key}", outcome="fail", error=token_error(error)
         )
-        return self._deliver(run_id, injection)
+        return self._deliver(run, injection)
 
-    def heartbeat_token(self, run_id: str, token_id: str) -> Delivery:
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
         """Push the heartbeat deadline of a token wait."""
-        injection = Injection(kind="MANUAL", key=token_id, id=f"hb:{token_id}", outcome="heartbeat")
-        return self._deliver(run_id, injection)
+        run, key = token_target(token_id, run_id)
+        injection = Injection(kind="MANUAL", key=key, id=f"hb:{key}", outcome="heartbeat")
+        return self._deliver(run, injection)
 
 
 class WorkflowAdmin:
@@ -362,9 +395,21 @@ class WorkflowAdmin:
         self._poll = poll_interval_s
         self._sleep = sleep
 
-    def describe(self, record: RunRecord) -> RunDetail:
-        """The detail of ``record``, with inputs and outputs held in the payload store resolved."""
-        view = detail(record)
+    def _resolve(self, value: Any) -> Any:
+        return resolve(value, self._payloads) if self._payloads is not None else value
+
+    def _entries(self, record: RunRecord, values: bool) -> list[TimelineEntry] | None:
+        if not values:
+            return None
+        return [cap_value(e, resolve=self._resolve) for e in timeline(record, values=True)]
+
+    def describe(self, record: RunRecord, *, values: bool = False) -> RunDetail:
+        """The detail of ``record``, with inputs and outputs held in the payload store resolved.
+
+        With ``values`` every timeline entry carries its checkpointed value (resolved from the
+        payload store, capped per entry at ``TIMELINE_VALUE_CAP_BYTES``).
+        """
+        view = detail(record, self._entries(record, values))
         if self._payloads is None or not (is_pointer(view.input) or is_pointer(view.output)):
             return view
         return view.model_copy(
@@ -405,10 +450,42 @@ class WorkflowAdmin:
         page = self.engine.runs.list_runs(query)
         return RunListPage(runs=[summary(r) for r in page.runs], next_cursor=page.next_cursor)
 
-    def get_run(self, run_id: str) -> RunDetail | None:
-        """The run's detail with its timeline, or None."""
+    def get_run(self, run_id: str, *, values: bool = False) -> RunDetail | None:
+        """The run's detail with its timeline, or None.
+
+        Args:
+            run_id: The run.
+            values: Give every timeline entry its checkpointed value (step and group results,
+                wait payloads, batch results, error data), resolved from the payload store
+                and capped per entry (``TIMELINE_VALUE_CAP_BYTES``; larger ones are left out
+                with ``value_truncated``).
+        """
         record = self.engine.runs.get(run_id)
-        return self.describe(record) if record is not None else None
+        return self.describe(record, values=values) if record is not None else None
+
+    def timeline(
+        self,
+        run_id: str,
+        *,
+        values: bool = False,
+        cursor: str | None = None,
+        limit: int = TIMELINE_DEFAULT_LIMIT,
+    ) -> TimelinePage:
+        """One page of the run's timeline; pass ``next_cursor`` back for the next page.
+
+        A page holds at most ``limit`` entries (1 to ``TIMELINE_MAX_LIMIT``) and, with
+        ``values``, at most ``TIMELINE_PAGE_VALUE_BUDGET_BYTES`` of values.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValidationError: A bad cursor or limit.
+        """
+        record = self.engine.runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return timeline_page(
+            record, values=values, cursor=cursor, limit=limit, resolve=self._resolve
+        )
 
     def cancel_run(
         self, run_id: str, *, reason: str | None = None, compensate: bool = False
@@ -422,14 +499,24 @@ class WorkflowAdmin:
         return self.describe(self.engine.cancel(run_id, reason=reason, compensate=compensate))
 
     def stream_run(
-        self, run_id: str, *, follow: bool = True, timeout_s: float | None = None
+        self,
+        run_id: str,
+        *,
+        follow: bool = True,
+        timeout_s: float | None = None,
+        values: bool = False,
     ) -> Iterator[JournalEvent]:
         """Yield the run's journal events as they happen, ending when the run ends.
+
+        Step and wait events carry the operation's ``name`` (and a token's ``tokenId``) in
+        their ``data``.
 
         Args:
             run_id: The run.
             follow: Keep waiting for new events until the run ends (False: only what exists).
             timeout_s: Stop following after this many seconds.
+            values: Also put each step's or wait's checkpointed value in ``data`` (capped
+                as in :meth:`get_run`).
 
         Raises:
             RunNotFoundError: No such run.
@@ -438,17 +525,17 @@ class WorkflowAdmin:
         record = runs.get(run_id)
         if record is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return self._stream(record, follow, timeout_s)
+        return self._stream(record, follow, timeout_s, values)
 
     def _stream(
-        self, record: RunRecord, follow: bool, timeout_s: float | None
+        self, record: RunRecord, follow: bool, timeout_s: float | None, values: bool
     ) -> Iterator[JournalEvent]:
         runs = self.engine.runs
         seen: set[tuple[str, str | None, int | None, str]] = set()
         waited = 0.0
         current: RunRecord | None = record
         while current is not None:
-            for event in journal_events(current):
+            for event in journal_events(current, self._entries(current, values)):
                 if event.key() not in seen:
                     seen.add(event.key())
                     yield event

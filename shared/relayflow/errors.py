@@ -155,6 +155,12 @@ class RunNotFoundError(RelayflowError):
     code = "not_found"
 
 
+class TokenNotFoundError(RelayflowError):
+    """A token id that names no run: not a generated one, or another run's."""
+
+    code = "token_not_found"
+
+
 class RunTerminalError(RelayflowError):
     """The run already finished; it never changes again."""
 

@@ -8,9 +8,11 @@ trip through older ones.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 
 PROTOCOL_VERSION = 1
@@ -44,6 +46,21 @@ def json_depth(value: Any) -> int:
         deepest = max(deepest, depth + 1)
         stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """Parse JSON as RFC 8259 defines it: no NaN or Infinity (``ValueError`` otherwise)."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    def finite(literal: str) -> float:
+        number = float(literal)
+        if math.isinf(number):
+            raise ValueError(f"{literal} is out of the range of a double")
+        return number
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 class WireModel(BaseModel):
@@ -104,6 +121,9 @@ class StepJournalEntry(WireModel):
     metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
     #: Journal keys of the compensable steps a group or branch registered before it finished.
     compensables: list[str] = Field(default_factory=list)
+    #: The name the author gave the operation (token, condition, group, branch or map item),
+    #: shown in the run's history.
+    name: str | None = None
 
 
 class WaitpointResolution(WireModel):
@@ -126,6 +146,8 @@ class WaitpointRegistration(WireModel):
     wake_at: int | None = None
     deadline: int | None = None
     heartbeat_deadline: int | None = None
+    #: The name the author gave the wait (``meta.name``), shown in the run's history.
+    name: str | None = None
 
 
 class StreamCompletion(WireModel):
@@ -216,15 +238,30 @@ class MetadataUpdate(WireModel):
     id: str | None = None
 
 
+#: How a stream chunk is encoded on the wire; bytes travel as standard base64 text.
+StreamEncoding = Literal["text", "json", "base64"]
+#: The name relayflow's earlier hosts wrote for base64 chunks; read as ``base64``.
+LEGACY_BYTES_ENCODING = "bytes"
+
+
 class StreamChunk(WireModel):
-    """One chunk of a ``ctx.stream``; a final chunk with ``chunk=None`` closes it."""
+    """One chunk of a ``ctx.stream``; a final chunk with ``chunk=None`` closes it.
+
+    Bytes chunks carry ``"encoding": "base64"`` as the reference runtime writes them; the
+    ``"bytes"`` that earlier relayflow hosts wrote is accepted and normalised on read.
+    """
 
     stream_id: str
     seq: int
-    encoding: Literal["text", "json", "bytes"] = "json"
+    encoding: StreamEncoding = "json"
     chunk: Any = None
     final: bool = False
     at: int = 0
+
+    @field_validator("encoding", mode="before")
+    @classmethod
+    def _normalise_legacy_bytes(cls, value: Any) -> Any:
+        return "base64" if value == LEGACY_BYTES_ENCODING else value
 
 
 class CompensationReport(WireModel):
@@ -236,10 +273,20 @@ class CompensationReport(WireModel):
     duration_ms: int = 0
 
 
+#: What relayflow's step hosts can do beyond the reference protocol, advertised in every
+#: answer's ``capabilities``: ``cancel`` = the host honours the request's ``cancel`` directive
+#: (stops the body and, with ``compensate``, runs the compensations and reports them).
+#: Reference hosts send no ``capabilities``.
+CAPABILITY_CANCEL = "cancel"
+HOST_CAPABILITIES: tuple[str, ...] = (CAPABILITY_CANCEL,)
+
+
 class _ResponseBase(WireModel):
     journal: Journal = Field(default_factory=Journal)
     metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
     stream_chunks: list[StreamChunk] = Field(default_factory=list)
+    #: A relayflow extension (see :data:`HOST_CAPABILITIES`); absent from reference answers.
+    capabilities: list[str] | None = None
 
 
 class CompletedResponse(_ResponseBase):

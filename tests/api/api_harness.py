@@ -72,6 +72,12 @@ def _define_workflows() -> list[Any]:
         token = await ctx.wait_for_token(token_id="approve-1", heartbeat_timeout="1h")
         return {"decision": await token.wait()}
 
+    @workflow(id="api.callback")
+    async def callback(data: Any, ctx: Any) -> Any:
+        token = await ctx.wait_for_token(name="manager")
+        ctx.metadata.set("token", token.token_id)
+        return {"decision": await token.wait()}
+
     @workflow(id="api.saga")
     async def saga(order: dict[str, Any], ctx: Any) -> Any:
         await ctx.step("reserve", reserve, order, compensate=release)
@@ -84,7 +90,7 @@ def _define_workflows() -> list[Any]:
         second = await ctx.step("two", once, 2, semantics="at_most_once")
         return first + second
 
-    return [echo, fails, ship, signal, approval, saga, careful]
+    return [echo, fails, ship, signal, approval, callback, saga, careful]
 
 
 @pytest.fixture(scope="session")

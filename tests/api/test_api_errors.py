@@ -148,6 +148,56 @@ def test_malformed_trigger_requests(
     assert isinstance(answer.body["message"], str) and answer.body["message"]
 
 
+BODY_ROUTES = [
+    "/api/runs",
+    "/api/events",
+    "/api/manifests",
+    "/api/runs/r/events",
+    "/api/runs/r/signals",
+    "/api/runs/r/tokens/t/fail",
+]
+OPTIONAL_BODY_ROUTES = [
+    "/api/runs/r/cancel",
+    "/api/runs/r/tokens/t",
+    "/api/runs/r/tokens/t/heartbeat",
+]
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES + OPTIONAL_BODY_ROUTES)
+@pytest.mark.parametrize("raw", [" ", "\n\t", "{", "nul", "'x'"])
+def test_every_post_route_answers_invalid_json_for_a_body_that_is_not_json(
+    api: Api, path: str, raw: str
+) -> None:
+    answer = api.call("POST", path, raw_body=raw)
+
+    assert (answer.status, answer.error) == (400, "invalid_json")
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+@pytest.mark.parametrize("raw", ["", None])
+def test_an_empty_body_is_not_json_where_a_body_is_required(
+    api: Api, path: str, raw: str | None
+) -> None:
+    answer = api.call("POST", path, raw_body=raw)
+
+    assert (answer.status, answer.error) == (400, "invalid_json")
+    assert "empty" in answer.body["message"]
+
+
+@pytest.mark.parametrize("path", OPTIONAL_BODY_ROUTES)
+def test_an_empty_body_stays_valid_where_the_body_is_optional(api: Api, path: str) -> None:
+    answer = api.call("POST", path, raw_body="")
+
+    # The run does not exist: the body passed and the route itself answered.
+    assert (answer.status, answer.error) == (404, "not_found")
+
+
+def test_an_empty_body_is_checked_after_authentication(api: Api) -> None:
+    answer = api.call("POST", "/api/runs", raw_body="", token=None)
+
+    assert answer.status == 401
+
+
 def test_schema_violations_name_the_field(api: Api) -> None:
     answer = api.post("/api/runs", {"workflowId": "w", "tags": ["a", 5]})
 

@@ -186,10 +186,10 @@ def test_an_event_over_256_kib_answers_413(api: Api) -> None:
     assert (answer.status, answer.error) == (413, "payload_too_large")
 
 
-def test_an_empty_event_body_answers_400(api: Api) -> None:
+def test_an_empty_event_body_answers_400_invalid_json(api: Api) -> None:
     answer = api.call("POST", "/api/events", raw_body="")
 
-    assert (answer.status, answer.error) == (400, "invalid_body")
+    assert (answer.status, answer.error) == (400, "invalid_json")
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -10,6 +11,7 @@ from api_harness import READER, RELEASED, WRITER, Api, make_api
 from relayflow.api import metrics as m
 from relayflow.api.context import WaitPolicy
 from relayflow.core.settings import CoreSettings
+from relayflow.ports import DispatcherResolver
 from relayflow.testing import WorkflowTestEnv
 
 
@@ -182,6 +184,37 @@ def test_a_cancelled_runs_timeline_shows_its_wait_ended_with_it(api: Api) -> Non
     assert all(e["endedAt"] == cancelled["completedAt"] for e in waits)
 
 
+def test_timeline_gives_names_and_values_on_request_in_pages(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.callback"}).body
+    token = run["metadata"]["token"]
+    api.post(f"/api/tokens/{token}", {"payload": {"ok": True}})
+
+    plain = api.get(f"/api/runs/{run['id']}/timeline").body
+    valued = api.get(f"/api/runs/{run['id']}/timeline", query={"values": "true"}).body
+    first = api.get(f"/api/runs/{run['id']}/timeline", query={"limit": "1"}).body
+    rest = api.get(f"/api/runs/{run['id']}/timeline", query={"cursor": first["nextCursor"]}).body
+
+    [wait] = [e for e in plain["entries"] if e["type"] == "wait"]
+    assert (wait["name"], wait["tokenId"]) == ("manager", token)
+    assert wait["value"] is None and wait["valueSize"] is None
+    assert plain["nextCursor"] is None
+    [valued_wait] = [e for e in valued["entries"] if e["type"] == "wait"]
+    assert valued_wait["value"] == {"ok": True}
+    assert valued_wait["valueSize"] == len('{"ok":true}')
+    assert first["entries"] + rest["entries"] == plain["entries"]
+
+
+@pytest.mark.parametrize(
+    "query", [{"cursor": "bogus"}, {"limit": "0"}, {"limit": "5000"}, {"values": "maybe"}]
+)
+def test_timeline_refuses_bad_paging(api: Api, query: dict[str, str]) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.echo"}).body
+
+    answer = api.get(f"/api/runs/{run['id']}/timeline", query=query)
+
+    assert (answer.status, answer.error) == (400, "invalid_query")
+
+
 def test_cancel_with_an_empty_body_cancels(api: Api) -> None:
     run = api.post("/api/runs", {"workflowId": "api.signal"}).body
 
@@ -203,6 +236,39 @@ def test_cancel_with_compensation_runs_the_compensations(api: Api) -> None:
     assert answer.body["status"] in ("cancelled", "compensated")
     assert RELEASED == ["res-o2"]
     assert [c["stepId"] for c in answer.body["compensations"]] == ["reserve"]
+
+
+class ReferenceLikeHost:
+    """relayflow's host seen through a reference one: the cancel directive is unknown to it
+    (dropped from the request) and its answers advertise no capabilities."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        status, answer = self.inner.dispatch({k: v for k, v in request.items() if k != "cancel"})
+        return status, {k: v for k, v in answer.items() if k != "capabilities"}
+
+
+def test_cancel_with_compensation_against_a_reference_host_says_none_ran(
+    workflows: list[object],
+) -> None:
+    env = WorkflowTestEnv(workflows=workflows)
+    # The engine drives every run through the reference-like host.
+    env.engine.dispatchers = DispatcherResolver(default=ReferenceLikeHost(env.dispatcher))
+    api = make_api(env)
+    run = api.post("/api/runs", {"workflowId": "api.saga", "input": {"id": "o3"}}).body
+    RELEASED.clear()
+
+    answer = api.post(f"/api/runs/{run['id']}/cancel", {"reason": "stop", "compensate": True})
+    again = api.get(f"/api/runs/{run['id']}").body
+
+    assert (answer.status, answer.body["status"]) == (200, "cancelled")
+    assert answer.body["compensations"] == [] and RELEASED == []
+    skipped = answer.body["compensationSkipped"]
+    assert (skipped["code"], skipped["hostStatus"]) == ("host_cannot_compensate", "waiting")
+    assert "no compensation ran" in skipped["message"]
+    assert again["compensationSkipped"] == skipped
 
 
 def test_cancelling_a_finished_run_answers_409_already_terminal(api: Api) -> None:
@@ -283,6 +349,49 @@ def test_tokens_complete_heartbeat_and_fail(api: Api, env: WorkflowTestEnv) -> N
     assert done.body["output"] == {"decision": {"ok": True}}
     assert failed.body["status"] == "failed"
     assert "no budget" in str(failed.body["error"])
+
+
+def test_generated_tokens_are_completed_by_their_id_alone(api: Api) -> None:
+    runs = [api.post("/api/runs", {"workflowId": "api.callback"}).body for _ in range(3)]
+    tokens = [r["metadata"]["token"] for r in runs]
+    [wait] = runs[0]["pendingWaitpoints"]
+    assert wait["tokenId"] == tokens[0], "the pending wait shows the id to complete it with"
+
+    beat = api.post(f"/api/tokens/{tokens[0]}/heartbeat")
+    done = api.post(f"/api/tokens/{tokens[0]}", {"payload": {"ok": True}})
+    failed = api.post(f"/api/tokens/{tokens[1]}/fail", {"error": {"message": "no budget"}})
+    scoped = api.post(f"/api/runs/{runs[2]['id']}/tokens/{tokens[2]}", {"payload": 3})
+
+    assert beat.body["delivery"]["status"] == "heartbeat"
+    assert (done.status, done.body["id"], done.body["output"]) == (
+        200,
+        runs[0]["id"],
+        {"decision": {"ok": True}},
+    )
+    assert (failed.body["id"], failed.body["status"]) == (runs[1]["id"], "failed")
+    assert scoped.body["output"] == {"decision": 3}
+
+
+def test_token_ids_that_name_no_run_answer_404_token_not_found(api: Api) -> None:
+    first = api.post("/api/runs", {"workflowId": "api.approval"}).body
+    other = api.post("/api/runs", {"workflowId": "api.callback"}).body
+
+    authored = api.post("/api/tokens/approve-1", {"payload": 1})
+    elsewhere = api.post(
+        f"/api/runs/{first['id']}/tokens/{other['metadata']['token']}", {"payload": 1}
+    )
+
+    assert (authored.status, authored.error) == (404, "token_not_found")
+    assert (elsewhere.status, elsewhere.error) == (404, "token_not_found")
+    assert api.get(f"/api/runs/{other['id']}").body["status"] == "waiting"
+
+
+def test_run_free_token_routes_need_the_runs_write_scope(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.callback"}).body
+
+    answer = api.post(f"/api/tokens/{run['metadata']['token']}", {"payload": 1}, token=READER)
+
+    assert (answer.status, answer.error) == (403, "forbidden")
 
 
 def test_deliveries_to_a_finished_run_answer_409_run_terminal(api: Api) -> None:

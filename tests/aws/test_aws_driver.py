@@ -137,3 +137,14 @@ def test_a_5_mb_step_output_round_trips_through_a_lambda_step_host(aws: None) ->
     assert done.output["blob"] == "x" * size
     # The 5 MB value crossed the wire as a pointer both ways, never inline.
     assert max(host.request_sizes) < 64 * 1024
+
+    # History with values: a value over the per-entry cap is sized from its pointer and left
+    # out (never fetched); one over the inline cap but under the entry cap is resolved.
+    [render] = [e for e in driver.admin.get_run("big-1", values=True).timeline if e.id == "render"]
+    assert (render.value, render.value_truncated) == (None, True)
+    assert render.value_size is not None and render.value_size >= size
+    mid = 40 * 1024
+    driver.trigger("aws.driver.big", {"bytes": mid}, run_id="big-2")
+    page = driver.admin.timeline("big-2", values=True)
+    [render] = [e for e in page.entries if e.id == "render"]
+    assert (render.value, render.value_truncated) == ("x" * mid, False)

@@ -79,11 +79,38 @@ def test_host_refusals_come_in_the_reference_order(
 
 @pytest.mark.parametrize(
     ("body", "status", "code"),
-    [(b"{not json", 400, "invalid_json"), (b"[1, 2]", 400, "invalid_request")],
+    [
+        (b"{not json", 400, "invalid_json"),
+        (b"", 400, "invalid_json"),
+        (b"  \n ", 400, "invalid_json"),
+        (b'{"runId": NaN}', 400, "invalid_json"),
+        (b"\xff\xfe{}", 400, "invalid_json"),
+        (b"[1, 2]", 400, "invalid_request"),
+    ],
 )
 def test_unsigned_host_checks_json(body: bytes, status: int, code: str) -> None:
     status_, answer = make_step_host(handler=RecordingHandler()).handle("POST", {}, body)
     assert (status_, answer["error"]) == (status, code)
+
+
+def test_signed_host_checks_the_signature_before_json() -> None:
+    host = make_step_host(secret="k", mode="voyant", handler=RecordingHandler())
+    assert host.handle("POST", {}, b"")[1]["error"] == "unauthorized"
+    signed = {"x-voyant-dispatch-auth": sign_voyant(b"", "k")}
+    assert host.handle("POST", signed, b"") == (
+        400,
+        {"error": "invalid_json", "message": "the request body is empty"},
+    )
+
+
+@pytest.mark.parametrize("envelope", [{"body": ""}, {"body": "%%", "isBase64Encoded": True}])
+def test_lambda_host_answers_invalid_json_for_envelopes_without_json(
+    envelope: dict[str, Any],
+) -> None:
+    handler = make_lambda_handler(handler=RecordingHandler())
+    answer = handler({"headers": {}, **envelope}, None)
+    assert answer["statusCode"] == 400
+    assert json.loads(answer["body"])["error"] == "invalid_json"
 
 
 def test_voyant_mode_host_accepts_reference_signatures() -> None:

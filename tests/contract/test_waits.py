@@ -94,6 +94,23 @@ def test_tokens_are_completed_or_failed(make_env: MakeEnv, action: str, expected
     assert env.get_run(run.id).output == expected
 
 
+def test_generated_token_ids_locate_their_run_among_many(make_env: MakeEnv) -> None:
+    env = make_env(workflows=[wf.token])
+    runs = [env.trigger("ct.token", {}) for _ in range(3)]
+    tokens = [env.get_run(r.id).metadata["token"] for r in runs]
+    assert len(set(tokens)) == 3, "the same position in three runs gives three ids"
+
+    env.driver.complete_token(tokens[1], {"n": 1})
+    env.driver.fail_token(tokens[2], "declined")
+
+    assert [env.get_run(r.id).output for r in runs] == [
+        None,
+        {"value": {"n": 1}},
+        {"failed": "declined"},
+    ]
+    assert env.get_run(runs[0].id).status == "waiting"
+
+
 def test_heartbeats_keep_a_token_wait_alive_until_they_stop(make_env: MakeEnv) -> None:
     env = make_env(workflows=[wf.token])
     run = env.trigger("ct.token", {"heartbeat": "1m"})

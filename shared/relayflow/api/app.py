@@ -11,7 +11,6 @@ import base64
 import binascii
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -48,28 +47,14 @@ from relayflow.api.routes import manifests as manifests_routes
 from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import schedules as schedules_routes
 from relayflow.api.routes import stream as stream_routes
+from relayflow.api.routes import tokens as tokens_routes
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
-from relayflow.protocol import MAX_JSON_DEPTH, json_depth
+from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
 
 SECURITY_SCHEME = "bearerAuth"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _LOG_KEYS = ("run_id", "workflow_id")
-
-
-def _strict_json(text: str) -> Any:
-    """Parse JSON as RFC 8259 defines it: no NaN or Infinity."""
-
-    def refuse(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    def finite(literal: str) -> float:
-        number = float(literal)
-        if math.isinf(number):
-            raise ValueError(f"{literal} is out of the range of a double")
-        return number
-
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 class _RequestState(threading.local):
@@ -111,7 +96,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             cors=cors,
             debug=False,
             enable_validation=True,
-            json_body_deserializer=_strict_json,
+            json_body_deserializer=strict_json_loads,
         )
         self.auth = auth
         self.metrics = metrics
@@ -230,7 +215,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         if principal is not None:
             self._authorise(route, principal)
         if method in _BODY_METHODS:
-            self._check_body()
+            self._check_body(route)
 
     def _match(self, method: str, path: str) -> tuple[Route | None, list[Route]]:
         """The route of (method, path), and the routes of the path with other methods."""
@@ -253,9 +238,13 @@ class RelayflowResolver(APIGatewayHttpResolver):
                 if not principal.allows(scope):
                     raise ForbiddenError(f"this token lacks the '{scope}' scope")
 
-    def _check_body(self) -> None:
+    def _check_body(self, route: Route) -> None:
         raw = self.current_event.get("body")
         if raw is None or raw == "":
+            # An empty body is no JSON; only routes whose body is optional (cancel, token
+            # completion, heartbeat) take one, as the reference's cancel does.
+            if _requires_body(route):
+                raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
             return
         if not isinstance(raw, str):
             raise ApiError(400, "invalid_json", "request body must be JSON text")
@@ -373,6 +362,7 @@ def create_app(
         version=__version__,
     )
     app.include_router(runs_routes.build_router(ctx))
+    app.include_router(tokens_routes.build_router(ctx))
     app.include_router(events_routes.build_router(ctx))
     app.include_router(manifests_routes.build_router(ctx))
     app.include_router(schedules_routes.build_router(ctx))
@@ -460,6 +450,11 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     for name, schema in extra.get("$defs", {}).items():
         schemas.setdefault(name, schema)
     return doc
+
+
+def _requires_body(route: Route) -> bool:
+    """True when ``route`` declares a body parameter without a default."""
+    return any(param.required for param in route.dependant.body_params)
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
-from relayflow.core.views import RunDetail, RunListPage
+from relayflow.core.views import RunDetail, RunListPage, TimelinePage
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.errors import RunNotFoundError
 from relayflow.events.errors import InvalidEventError
@@ -62,6 +62,13 @@ class Backend:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return run
 
+    def timeline(
+        self, run_id: str, *, values: bool, cursor: str | None, limit: int
+    ) -> TimelinePage:
+        """One page of the run's timeline; raises ``RunNotFoundError``/``ValidationError``."""
+        page: TimelinePage = self.admin.timeline(run_id, values=values, cursor=cursor, limit=limit)
+        return page
+
     def list_runs(
         self,
         *,
@@ -100,20 +107,22 @@ class Backend:
         """Deliver a signal to one run."""
         return self.driver.send_signal(run_id, name, payload)
 
-    def complete_token(self, run_id: str, token_id: str, payload: Any) -> Delivery:
-        """Complete a token."""
-        return self.driver.complete_token(run_id, token_id, payload)
+    def complete_token(self, run_id: str | None, token_id: str, payload: Any) -> Delivery:
+        """Complete a token (``run_id`` None: the token id locates its run)."""
+        return self.driver.complete_token(token_id, payload, run_id=run_id)
 
-    def fail_token(self, run_id: str, token_id: str, code: str | None, message: str) -> Delivery:
+    def fail_token(
+        self, run_id: str | None, token_id: str, code: str | None, message: str
+    ) -> Delivery:
         """Fail a token with ``{code?, message}``."""
         error: dict[str, Any] = {"message": message}
         if code is not None:
             error["code"] = code
-        return self.driver.fail_token(run_id, token_id, error)
+        return self.driver.fail_token(token_id, error, run_id=run_id)
 
-    def heartbeat_token(self, run_id: str, token_id: str) -> Delivery:
+    def heartbeat_token(self, run_id: str | None, token_id: str) -> Delivery:
         """Heartbeat a token."""
-        return self.driver.heartbeat_token(run_id, token_id)
+        return self.driver.heartbeat_token(token_id, run_id=run_id)
 
     # -- events and manifests ---------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from relayflow.errors import (
     ScheduleNotFoundError,
     StaleRunError,
     StaleScheduleError,
+    TokenNotFoundError,
     ValidationError,
     WorkflowNotFoundError,
 )
@@ -76,6 +77,7 @@ DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (RunNotFoundError, 404, "not_found"),
     (ScheduleNotFoundError, 404, "not_found"),
     (StaleScheduleError, 409, "conflict"),
+    (TokenNotFoundError, 404, "token_not_found"),
     (RunTerminalError, 409, None),
     (NotParkedError, 409, "not_parked"),
     (InboxFullError, 409, "inbox_full"),

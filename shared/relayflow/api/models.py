@@ -168,6 +168,14 @@ class PendingWaitpointView(ResponseModel):
     token_id: str | None = None
 
 
+class CompensationSkippedView(ResponseModel):
+    """Why a cancel that asked for compensation ran none."""
+
+    code: str = Field(description="host_cannot_compensate or host_did_not_compensate")
+    message: str
+    host_status: str = Field(description="what the step host answered the cancel request with")
+
+
 class RunView(ResponseModel):
     """A run as the API shows it."""
 
@@ -187,6 +195,10 @@ class RunView(ResponseModel):
     children: list[str] = Field(default_factory=list)
     triggered_by: dict[str, Any] | None = None
     compensations: list[dict[str, Any]] = Field(default_factory=list)
+    compensation_skipped: CompensationSkippedView | None = Field(
+        default=None,
+        description="set when a cancel asked for compensation and none ran, with the reason",
+    )
     started_at: int = Field(description="epoch milliseconds")
     completed_at: int | None = Field(default=None, description="epoch milliseconds")
     duration_ms: int | None = None
@@ -230,7 +242,12 @@ class TimelineEntryView(ResponseModel):
     type: Literal["step", "wait"]
     id: str
     attempt: int | None = None
-    kind: str | None = None
+    kind: str | None = Field(
+        default=None,
+        description="the wait kind (DATETIME, EVENT, SIGNAL, MANUAL, RUN) of a wait; the "
+        "journal kind of a step entry other than a plain step (token, condition, group, "
+        "branch, batch, ...)",
+    )
     started_at: int
     ended_at: int | None = None
     outcome: str = Field(
@@ -239,14 +256,37 @@ class TimelineEntryView(ResponseModel):
     )
     source: str | None = None
     error: RunErrorView | None = None
+    name: str | None = Field(
+        default=None,
+        description="the name the workflow gave the operation: a token's, callback's, "
+        "condition's, group's or wait's name, a parallel branch's or map item's name",
+    )
+    token_id: str | None = Field(
+        default=None, description="tokens: the id that completes, fails or heartbeats it"
+    )
+    value: Any = Field(
+        default=None,
+        description="with values=true: the checkpointed value (step or group result, wait "
+        "payload, batch result, error data); left out when valueTruncated",
+    )
+    value_size: int | None = Field(
+        default=None, description="with values=true: bytes of the value's JSON"
+    )
+    value_truncated: bool | None = Field(
+        default=None,
+        description="with values=true: the value is over the per-entry cap and left out",
+    )
 
 
 class TimelineView(ResponseModel):
-    """``GET /api/runs/{id}/timeline``."""
+    """``GET /api/runs/{id}/timeline``: one page of entries, in start order."""
 
     run_id: str
     status: RunStatus
     entries: list[TimelineEntryView]
+    next_cursor: str | None = Field(
+        default=None, description="pass back as cursor for the next page; absent at the end"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from relayflow.api.models import (
     TimelineEntryView,
     TimelineView,
 )
-from relayflow.core.views import RunDetail, RunSummary
+from relayflow.core.views import RunDetail, RunSummary, TimelinePage
 from relayflow.drivers import Delivery
 
 #: Kinds of the positional wait ids (``<prefix>:...``) the SDK registers.
@@ -56,10 +56,12 @@ def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:
     prefix, _, rest = wait_id.partition(":")
     kind = _KIND_OF_PREFIX.get(prefix)
     registered_at = None
+    token_id = rest if prefix == "token" else None
     for entry in detail.timeline:
         if entry.type == "wait" and entry.id == wait_id:
             kind = entry.kind or kind
             registered_at = entry.started_at
+            token_id = entry.token_id or token_id
     key = rest.rpartition(":")[0] if prefix in ("event", "signal") else rest
     return PendingWaitpointView(
         id=wait_id,
@@ -67,7 +69,7 @@ def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:
         registered_at=registered_at,
         event_type=key if prefix == "event" else None,
         signal_name=key if prefix == "signal" else None,
-        token_id=rest if prefix == "token" else None,
+        token_id=token_id,
     )
 
 
@@ -92,6 +94,7 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "children": list(detail.children),
         "triggered_by": _dump(detail.triggered_by),
         "compensations": [_dump(c) for c in detail.compensations],
+        "compensation_skipped": _dump(detail.compensation_skipped),
         "started_at": detail.started_at,
         "completed_at": detail.completed_at,
         "duration_ms": detail.duration_ms,
@@ -128,8 +131,8 @@ def run_summary(item: RunSummary) -> RunSummaryView:
     )
 
 
-def timeline_view(detail: RunDetail) -> TimelineView:
-    """The run's timeline: one entry per step attempt and per wait, in start order."""
+def timeline_view(page: TimelinePage) -> TimelineView:
+    """A page of the run's timeline: one entry per step attempt and per wait, in start order."""
     entries = [
         TimelineEntryView.model_validate(
             {
@@ -142,12 +145,22 @@ def timeline_view(detail: RunDetail) -> TimelineView:
                 "outcome": entry.outcome,
                 "source": entry.source,
                 "error": error_view(entry.error),
+                "name": entry.name,
+                "token_id": entry.token_id,
+                "value": entry.value,
+                "value_size": entry.value_size,
+                "value_truncated": entry.value_truncated,
             }
         )
-        for entry in detail.timeline
+        for entry in page.entries
     ]
     return TimelineView.model_validate(
-        {"run_id": detail.id, "status": detail.status, "entries": entries}
+        {
+            "run_id": page.run_id,
+            "status": page.status,
+            "entries": entries,
+            "next_cursor": page.next_cursor,
+        }
     )
 
 

@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("heartbeat", "push the token's heartbeat deadline"),
     ):
         p = token_sub.add_parser(action, parents=[common], help=text)
-        p.add_argument("run_id", metavar="RUN")
+        p.add_argument(
+            "run_id", metavar="RUN", nargs="?", help="not needed for ids relayflow generated"
+        )
         p.add_argument("token_id", metavar="TOKEN")
         if action == "complete":
             p.add_argument("--payload", help="payload as JSON, or @file.json")

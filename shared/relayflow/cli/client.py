@@ -173,24 +173,26 @@ class ApiClient:
         body = {"name": name, "payload": payload}
         return _as_dict(self.request("POST", f"/api/runs/{_seg(run_id)}/signals", body=body))
 
-    def complete_token(self, run_id: str, token_id: str, payload: Any = None) -> dict[str, Any]:
-        """``POST /api/runs/{id}/tokens/{tokenId}``."""
-        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}"
+    def complete_token(
+        self, run_id: str | None, token_id: str, payload: Any = None
+    ) -> dict[str, Any]:
+        """``POST /api/runs/{id}/tokens/{tokenId}`` (``/api/tokens/{tokenId}`` without a run)."""
+        path = _token_path(run_id, token_id)
         return _as_dict(self.request("POST", path, body={"payload": payload}))
 
     def fail_token(
-        self, run_id: str, token_id: str, message: str, code: str | None = None
+        self, run_id: str | None, token_id: str, message: str, code: str | None = None
     ) -> dict[str, Any]:
         """``POST /api/runs/{id}/tokens/{tokenId}/fail``."""
         error: dict[str, Any] = {"message": message}
         if code is not None:
             error["code"] = code
-        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}/fail"
+        path = f"{_token_path(run_id, token_id)}/fail"
         return _as_dict(self.request("POST", path, body={"error": error}))
 
-    def heartbeat_token(self, run_id: str, token_id: str) -> dict[str, Any]:
+    def heartbeat_token(self, run_id: str | None, token_id: str) -> dict[str, Any]:
         """``POST /api/runs/{id}/tokens/{tokenId}/heartbeat``."""
-        path = f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}/heartbeat"
+        path = f"{_token_path(run_id, token_id)}/heartbeat"
         return _as_dict(self.request("POST", path, body={}))
 
     # Events and manifests -----------------------------------------------------------------
@@ -216,6 +218,13 @@ class ApiClient:
     def get_manifest(self, environment: str) -> dict[str, Any]:
         """``GET /api/manifests/{env}``."""
         return _as_dict(self.request("GET", f"/api/manifests/{_seg(environment)}"))
+
+
+def _token_path(run_id: str | None, token_id: str) -> str:
+    """The run-scoped token route, or the run-free one for ids that name their run."""
+    if run_id is None:
+        return f"/api/tokens/{_seg(token_id)}"
+    return f"/api/runs/{_seg(run_id)}/tokens/{_seg(token_id)}"
 
 
 def _seg(value: str) -> str:

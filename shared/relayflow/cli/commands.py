@@ -206,7 +206,7 @@ def cmd_signal(args: argparse.Namespace, con: Console) -> int:
 
 
 def cmd_token(args: argparse.Namespace, con: Console) -> int:
-    """``relayflow token complete|fail|heartbeat RUN TOKEN``."""
+    """``relayflow token complete|fail|heartbeat [RUN] TOKEN`` (RUN only for chosen ids)."""
     if args.token_action == "complete":
         payload = parse_json_arg(args.payload, what="--payload")
         answer = con.client.complete_token(args.run_id, args.token_id, payload)

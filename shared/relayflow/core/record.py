@@ -88,6 +88,20 @@ class DispatchRetry(RecordModel):
     last_error: str | None = None
 
 
+class CompensationSkipped(RecordModel):
+    """Why a cancel that asked for compensation ran none.
+
+    ``code`` is ``host_cannot_compensate`` (the step host does not advertise the ``cancel``
+    capability: a reference host replays the body and parks again) or
+    ``host_did_not_compensate`` (the host advertises it but answered without cancelling).
+    """
+
+    code: str
+    message: str
+    #: The status the host answered the cancel request with (``waiting``, ``completed``, ...).
+    host_status: str
+
+
 class RunRecord(RecordModel):
     """One run. Saved only with a condition on ``version``; terminal runs never change.
 
@@ -138,6 +152,8 @@ class RunRecord(RecordModel):
     compensations: list[CompensationReport] = Field(default_factory=list)
     cancel_request: CancelDirective | None = None
     dispatch_retry: DispatchRetry = Field(default_factory=DispatchRetry)
+    #: Set when a cancel asked for compensation and none ran: why not.
+    compensation_skipped: CompensationSkipped | None = None
 
     @property
     def is_terminal(self) -> bool:

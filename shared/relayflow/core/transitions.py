@@ -19,10 +19,11 @@ from relayflow.core.outcome import (
     settle_waits,
     working_copy,
 )
-from relayflow.core.record import RunRecord, RunStatus
+from relayflow.core.record import CompensationSkipped, RunRecord, RunStatus
 from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at, register_waits
 from relayflow.protocol import (
+    CAPABILITY_CANCEL,
     CancelledResponse,
     CompensatedResponse,
     CompensationFailedResponse,
@@ -191,6 +192,8 @@ def _apply_parsed(
             return Transition(rec, tuple(run_again(rec, now)))
         reason = directive.reason or "run cancelled"
         error = SerializedError(category="USER_ERROR", code="CANCELLED", message=reason)
+        if directive.compensate:
+            rec.compensation_skipped = compensation_skipped(response)
         effects = finish(rec, "cancelled", now, error=error)
         return Transition(rec, tuple(effects))
 
@@ -206,6 +209,31 @@ def _apply_parsed(
     else:
         effects = _apply_waiting(rec, response, now, settings)
     return Transition(rec, tuple(effects))
+
+
+def compensation_skipped(response: StepResponse) -> CompensationSkipped | None:
+    """Why the answer to a cancel request that asked for compensation ran none (None: it ran
+    them, or the body compensated on its own)."""
+    if isinstance(response, CancelledResponse | CompensatedResponse | CompensationFailedResponse):
+        return None
+    if CAPABILITY_CANCEL not in (response.capabilities or ()):
+        return CompensationSkipped(
+            code="host_cannot_compensate",
+            message=(
+                "no compensation ran: the step host does not advertise the "
+                f"'{CAPABILITY_CANCEL}' capability (a reference host ignores the cancel "
+                f"directive) and answered '{response.status}'"
+            ),
+            host_status=response.status,
+        )
+    return CompensationSkipped(
+        code="host_did_not_compensate",
+        message=(
+            f"no compensation ran: the step host answered the cancel request with "
+            f"'{response.status}' instead of 'cancelled'"
+        ),
+        host_status=response.status,
+    )
 
 
 def _apply_waiting(

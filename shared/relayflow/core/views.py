@@ -3,17 +3,36 @@ journal events ``stream_run`` yields."""
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field
 
-from relayflow.core.record import RecordModel, RunRecord
+from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
+from relayflow.errors import ValidationError
 from relayflow.protocol import (
     CompensationReport,
+    Journal,
     RunTrigger,
     SerializedError,
+    StepAttempt,
+    StepJournalEntry,
     StreamChunk,
 )
+
+#: The largest value (bytes of its JSON) one timeline entry carries; larger ones are left
+#: out with ``valueTruncated``.
+TIMELINE_VALUE_CAP_BYTES = 64 * 1024
+#: Values one timeline page carries at most (bytes of JSON, the first entry always fits):
+#: with the entries themselves a page stays far below Lambda's 6 MB response limit.
+TIMELINE_PAGE_VALUE_BUDGET_BYTES = 1024 * 1024
+#: Entries per timeline page when the caller does not say, and at most.
+TIMELINE_DEFAULT_LIMIT = 100
+TIMELINE_MAX_LIMIT = 1000
+#: The key of a token's creation entry holding its run-locating id (see ``sdk.tokens``).
+_RUN_TOKEN_ID_KEY = "runTokenId"
 
 
 class RunSummary(RecordModel):
@@ -32,7 +51,18 @@ class TimelineEntry(RecordModel):
     """One step attempt or one wait of a run.
 
     ``outcome`` is ``ok``/``err``/``started``/``retrying`` for steps and ``pending``,
-    ``resolved``, ``timed_out``, ``error`` or ``cancelled`` (the run ended first) for waits.
+    ``resolved``, ``timed_out``, ``error`` or ``cancelled`` (the run ended first) for
+    waits. ``kind`` is the journal kind of a
+    step entry (``step``, ``token``, ``condition``, ``group``, ``branch``, ``batch``, ...) and
+    the wait kind of a wait (``DATETIME``, ``EVENT``, ``SIGNAL``, ``MANUAL``, ``RUN``).
+
+    ``name`` is the name the author gave the operation (a token's, callback's, condition's,
+    group's or event wait's ``name=``, a parallel branch's ``names=`` entry, a map item's
+    ``item_name``). ``token_id`` is the id that completes a token (the run-locating one for
+    generated ids). ``value``, ``value_size`` and ``value_truncated`` are set only when values
+    are asked for: the checkpointed value (step or group result, wait payload, batch result,
+    error data), the size of its JSON, and True when it was over
+    :data:`TIMELINE_VALUE_CAP_BYTES` and left out.
     """
 
     type: Literal["step", "wait"]
@@ -44,6 +74,20 @@ class TimelineEntry(RecordModel):
     outcome: str
     source: str | None = None
     error: SerializedError | None = None
+    name: str | None = None
+    token_id: str | None = None
+    value: Any = None
+    value_size: int | None = None
+    value_truncated: bool | None = None
+
+
+class TimelinePage(RecordModel):
+    """One page of a run's timeline and the cursor of the next page (None at the end)."""
+
+    run_id: str
+    status: str
+    entries: list[TimelineEntry]
+    next_cursor: str | None = None
 
 
 class RunDetail(RunSummary):
@@ -60,6 +104,8 @@ class RunDetail(RunSummary):
     parent_run_id: str | None = None
     pending_waits: list[str] = Field(default_factory=list)
     compensations: list[CompensationReport] = Field(default_factory=list)
+    #: Set when a cancel asked for compensation and none ran: the reason.
+    compensation_skipped: CompensationSkipped | None = None
     invocation_count: int = 0
     operations_count: int = 0
     idempotency_key: str | None = None
@@ -104,34 +150,78 @@ def summary(record: RunRecord) -> RunSummary:
     )
 
 
-def timeline(record: RunRecord) -> list[TimelineEntry]:
-    """One entry per step attempt and per wait, in start order."""
+def _local(key: str) -> tuple[str, str]:
+    """``(namespace, local id)`` of a journal key (``g/token:tok_g-0`` → ``g/``, ...)."""
+    head, slash, tail = key.rpartition("/")
+    return (head + slash, tail)
+
+
+TokenFacts = dict[str, tuple[str | None, str]]
+
+
+def _token_names(journal: Journal) -> TokenFacts:
+    """Per token wait id (``token:<id>``): the token's name and the id that completes it."""
+    found: TokenFacts = {}
+    for entry in journal.step_results.values():
+        if entry.kind != "token" or not isinstance(entry.output, dict):
+            continue
+        local = str(entry.output.get("tokenId", ""))
+        public = entry.output.get(_RUN_TOKEN_ID_KEY)
+        found[f"token:{local}"] = (entry.name, str(public) if public else local)
+    return found
+
+
+def _step_name(key: str, entry: StepJournalEntry, tokens: TokenFacts) -> str | None:
+    if entry.name is not None:
+        return entry.name
+    _, local = _local(key)
+    if local.startswith("callback:"):
+        # A wait_for_callback's submit step carries its token's name.
+        token = tokens.get(f"token:{local.removeprefix('callback:')}")
+        return token[0] if token is not None else None
+    return None
+
+
+def _step_value(entry: StepJournalEntry, attempt: int, error: SerializedError | None) -> Any:
+    if error is not None:
+        return error.data
+    if attempt == entry.attempt and entry.status == "ok":
+        return entry.output
+    return None
+
+
+def timeline(record: RunRecord, *, values: bool = False) -> list[TimelineEntry]:
+    """One entry per step attempt and per wait, in start order.
+
+    With ``values`` each entry carries its checkpointed value as the journal holds it
+    (possibly a payload pointer; :func:`cap_values` sizes and caps them).
+    """
     entries: list[TimelineEntry] = []
     journal = record.journal
+    tokens = _token_names(journal)
     for step_id, step in journal.step_results.items():
-        if step.attempts:
-            entries.extend(
-                TimelineEntry(
-                    type="step",
-                    id=step_id,
-                    attempt=a.attempt,
-                    started_at=a.started_at,
-                    ended_at=a.finished_at,
-                    outcome=a.status,
-                    error=a.error,
-                )
-                for a in step.attempts
-            )
-        else:
+        name = _step_name(step_id, step, tokens)
+        token_id = None
+        if step.kind == "token":
+            token = tokens.get(f"token:{_token_local(step)}")
+            token_id = token[1] if token is not None else None
+        attempts: list[StepAttempt | None] = list(step.attempts) or [None]
+        for a in attempts:
+            attempt = a.attempt if a is not None else step.attempt
+            error = a.error if a is not None else step.error
             entries.append(
                 TimelineEntry(
                     type="step",
                     id=step_id,
-                    attempt=step.attempt,
-                    started_at=step.started_at,
-                    ended_at=step.finished_at,
-                    outcome=step.status,
-                    error=step.error,
+                    attempt=attempt,
+                    kind=step.kind if step.kind != "step" else None,
+                    started_at=a.started_at if a is not None else step.started_at,
+                    ended_at=a.finished_at if a is not None else step.finished_at,
+                    outcome=a.status if a is not None else step.status,
+                    error=error,
+                    name=name,
+                    token_id=token_id,
+                    value=_step_value(step, attempt, error) if values else None,
                 )
             )
     for wait_id, reg in journal.waitpoints_registered.items():
@@ -147,6 +237,10 @@ def timeline(record: RunRecord) -> list[TimelineEntry]:
                 outcome = "timed_out"
             elif resolution.error is not None:
                 outcome = "error"
+        token = tokens.get(wait_id) if reg.kind == "MANUAL" else None
+        value = None
+        if values and resolution is not None:
+            value = resolution.error.data if resolution.error is not None else resolution.payload
         entries.append(
             TimelineEntry(
                 type="wait",
@@ -157,6 +251,9 @@ def timeline(record: RunRecord) -> list[TimelineEntry]:
                 outcome=outcome,
                 source=resolution.source if resolution else None,
                 error=resolution.error if resolution else None,
+                name=reg.name or (token[0] if token else None),
+                token_id=token[1] if token else None,
+                value=value,
             )
         )
     far = 2**63
@@ -164,8 +261,105 @@ def timeline(record: RunRecord) -> list[TimelineEntry]:
     return entries
 
 
-def detail(record: RunRecord) -> RunDetail:
-    """The detail view of ``record``, timeline included."""
+def _token_local(entry: StepJournalEntry) -> str:
+    return str(entry.output.get("tokenId", "")) if isinstance(entry.output, dict) else ""
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def cap_value(
+    entry: TimelineEntry,
+    *,
+    resolve: Callable[[Any], Any] | None = None,
+    cap: int = TIMELINE_VALUE_CAP_BYTES,
+) -> TimelineEntry:
+    """``entry`` with its value sized, resolved from the payload store and capped.
+
+    ``resolve`` turns a payload pointer into the value it stands for; a pointer whose size is
+    over ``cap`` is not fetched at all.
+    """
+    value = entry.value
+    pointer_size = _pointer_size(value)
+    if pointer_size is not None:
+        if pointer_size > cap:
+            return entry.model_copy(
+                update={"value": None, "value_size": pointer_size, "value_truncated": True}
+            )
+        if resolve is not None:
+            value = resolve(value)
+    size = _json_size(value)
+    if size > cap:
+        return entry.model_copy(update={"value": None, "value_size": size, "value_truncated": True})
+    return entry.model_copy(update={"value": value, "value_size": size, "value_truncated": False})
+
+
+def _pointer_size(value: Any) -> int | None:
+    # Payload pointers are {"$relayflowPayload": ref, "size": n} (see relayflow.payloads).
+    if isinstance(value, dict) and len(value) == 2 and "$relayflowPayload" in value:
+        size = value.get("size")
+        return size if isinstance(size, int) else None
+    return None
+
+
+def encode_timeline_cursor(offset: int) -> str:
+    """An opaque cursor pointing at the ``offset``-th entry of a run's timeline."""
+    raw = json.dumps({"o": offset}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_timeline_cursor(cursor: str) -> int:
+    """The entry offset a timeline cursor points at; ``ValidationError`` if it is not one."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        offset = json.loads(base64.urlsafe_b64decode(padded.encode()))["o"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValidationError(f"invalid timeline cursor: {cursor!r}") from exc
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ValidationError(f"invalid timeline cursor: {cursor!r}")
+    return offset
+
+
+def timeline_page(
+    record: RunRecord,
+    *,
+    values: bool = False,
+    cursor: str | None = None,
+    limit: int = TIMELINE_DEFAULT_LIMIT,
+    resolve: Callable[[Any], Any] | None = None,
+    budget: int = TIMELINE_PAGE_VALUE_BUDGET_BYTES,
+) -> TimelinePage:
+    """One page of ``record``'s timeline: at most ``limit`` entries from ``cursor`` on, and
+    (with ``values``) at most ``budget`` bytes of values, the first entry always included."""
+    if isinstance(limit, bool) or not 1 <= limit <= TIMELINE_MAX_LIMIT:
+        raise ValidationError(f"limit must be between 1 and {TIMELINE_MAX_LIMIT}, got {limit!r}")
+    start = decode_timeline_cursor(cursor) if cursor else 0
+    entries = timeline(record, values=values)
+    page: list[TimelineEntry] = []
+    spent = 0
+    position = start
+    while position < len(entries) and len(page) < limit:
+        entry = entries[position]
+        if values:
+            entry = cap_value(entry, resolve=resolve)
+            size = entry.value_size or 0 if not entry.value_truncated else 0
+            if page and spent + size > budget:
+                break
+            spent += size
+        page.append(entry)
+        position += 1
+    more = position < len(entries)
+    return TimelinePage(
+        run_id=record.id,
+        status=record.status,
+        entries=page,
+        next_cursor=encode_timeline_cursor(position) if more else None,
+    )
+
+
+def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> RunDetail:
+    """The detail view of ``record``, timeline included (``entries`` when already built)."""
     ended = record.completed_at
     return RunDetail(
         **summary(record).model_dump(),
@@ -175,11 +369,12 @@ def detail(record: RunRecord) -> RunDetail:
         error=record.error,
         duration_ms=max(0, ended - record.started_at) if ended is not None else None,
         metadata=dict(record.metadata),
-        timeline=timeline(record),
+        timeline=timeline(record) if entries is None else entries,
         children=[c.run_id for c in record.children],
         parent_run_id=record.parent.run_id if record.parent else None,
         pending_waits=[w.client_waitpoint_id for w in record.pending_waitpoints],
         compensations=list(record.compensations),
+        compensation_skipped=record.compensation_skipped,
         invocation_count=record.invocation_count,
         operations_count=record.operations_count,
         idempotency_key=record.idempotency_key,
@@ -189,16 +384,30 @@ def detail(record: RunRecord) -> RunDetail:
     )
 
 
-def journal_events(record: RunRecord) -> list[JournalEvent]:
-    """Every event the record implies so far, in time order (the run's status last)."""
+def journal_events(
+    record: RunRecord, entries: list[TimelineEntry] | None = None
+) -> list[JournalEvent]:
+    """Every event the record implies so far, in time order (the run's status last).
+
+    A step or wait event's ``data`` holds its ``kind``, ``name``, ``tokenId``, ``error`` and
+    (when ``entries`` were built with values) ``value``/``valueSize``/``valueTruncated``.
+    """
     events: list[JournalEvent] = []
-    for entry in timeline(record):
+    for entry in timeline(record) if entries is None else entries:
         at = entry.ended_at if entry.ended_at is not None else entry.started_at
         data: dict[str, Any] = {}
         if entry.kind:
             data["kind"] = entry.kind
+        if entry.name is not None:
+            data["name"] = entry.name
+        if entry.token_id is not None:
+            data["tokenId"] = entry.token_id
         if entry.error is not None:
             data["error"] = entry.error.to_wire()
+        if entry.value_size is not None:
+            data["value"] = entry.value
+            data["valueSize"] = entry.value_size
+            data["valueTruncated"] = entry.value_truncated
         events.append(
             JournalEvent(
                 type=entry.type,

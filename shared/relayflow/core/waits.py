@@ -29,7 +29,10 @@ def _as_int(value: Any) -> int | None:
 def first_registration(wait: Waitpoint, now: int) -> WaitpointRegistration:
     """The facts fixed when ``wait`` is registered for the first time at ``now``."""
     meta = wait.meta
-    registration = WaitpointRegistration(kind=wait.kind, registered_at=now)
+    name = meta.get("name")
+    registration = WaitpointRegistration(
+        kind=wait.kind, registered_at=now, name=name if isinstance(name, str) else None
+    )
     if wait.kind == "DATETIME":
         wake_at = _as_int(meta.get("wakeAt"))
         if wake_at is None:

@@ -80,6 +80,11 @@ class BatchResult(Generic[T]):
     started_count: int
     completion_reason: CompletionReason
 
+    @property
+    def has_failure(self) -> bool:
+        """True when at least one branch failed."""
+        return self.failure_count > 0
+
     def raise_if_error(self) -> None:
         """Raise the first branch error (in input order), if any."""
         for error in self.errors:
@@ -152,7 +157,12 @@ def _branch_op(
         yield from run_compensations(inv, child.compensables)
         error = serialize_error(exc)
         inv.journal.step_results[key] = StepJournalEntry(
-            status="err", kind="branch", error=error, started_at=started, finished_at=inv.now_ms()
+            status="err",
+            kind="branch",
+            error=error,
+            started_at=started,
+            finished_at=inv.now_ms(),
+            name=spec.segment,
         )
         raised = rehydrate_error(error)
         raised.__cause__ = exc
@@ -164,11 +174,21 @@ def _branch_op(
         started_at=started,
         finished_at=inv.now_ms(),
         compensables=[c.key for c in child.compensables],
+        name=spec.segment,
     )
     return _Ok(dumped)
 
 
-def _from_checkpoint(output: Any, serdes: Serdes | None) -> BatchResult[Any]:
+def _from_checkpoint(
+    output: Any, serdes: Serdes | None, result_serdes: Serdes | None
+) -> BatchResult[Any]:
+    if RESULT_KEY in output:
+        if result_serdes is None:
+            raise ValueError(
+                "this batch result was checkpointed through result_serdes; pass it again"
+            )
+        loaded: BatchResult[Any] = load_value(output[RESULT_KEY], result_serdes)
+        return loaded
     results = [None if r is None else load_value(r, serdes) for r in output["results"]]
     errors: list[RelayflowError | None] = [
         None if e is None else rehydrate_error(SerializedError.model_validate(e))
@@ -184,6 +204,10 @@ def _from_checkpoint(output: Any, serdes: Serdes | None) -> BatchResult[Any]:
     )
 
 
+#: The key of a batch checkpoint written through ``result_serdes`` (the whole result).
+RESULT_KEY = "result"
+
+
 def batch_op(
     core: ContextCore,
     tag: str,
@@ -192,8 +216,14 @@ def batch_op(
     max_concurrency: int | None,
     completion: CompletionPolicy | None,
     serdes: Serdes | None,
+    result_serdes: Serdes | None = None,
 ) -> Op[BatchResult[Any]]:
-    """Run branches in child contexts and checkpoint each outcome and the batch result."""
+    """Run branches in child contexts and checkpoint each outcome and the batch result.
+
+    ``serdes`` dumps/loads each branch's value; ``result_serdes`` the whole
+    :class:`BatchResult` (its ``loads`` returns one), on the first run as on replay: the
+    body always gets ``loads(dumps(result))``.
+    """
     ensure_not_in_step(f"ctx.{'parallel' if tag == 'p' else 'map'}")
     if max_concurrency is not None and (
         isinstance(max_concurrency, bool)
@@ -224,7 +254,7 @@ def batch_op(
         inv.touch_prefix(core.key(f"{name}."))
         inv.touch_prefix(core.key(f"branch:{name}."))
         core.advance_clock(entry.finished_at)
-        return _from_checkpoint(entry.output, serdes)
+        return _from_checkpoint(entry.output, serdes, result_serdes)
     outcomes: list[Outcome] = [None] * len(specs)
     started = [False] * len(specs)
     todo: list[int] = []
@@ -275,21 +305,25 @@ def batch_op(
         completion_reason=reason,
     )
     finished = inv.now_ms()
-    inv.journal.step_results[batch_key] = StepJournalEntry(
-        status="ok",
-        kind="batch",
-        started_at=finished,
-        finished_at=finished,
-        output={
+    output: dict[str, Any]
+    if result_serdes is not None:
+        output = {RESULT_KEY: dump_value(result, result_serdes)}
+    else:
+        output = {
             "results": [o.dumped if isinstance(o, _Ok) else None for o in outcomes],
             "errors": [o.error.to_wire() if isinstance(o, _Err) else None for o in outcomes],
             "successCount": result.success_count,
             "failureCount": result.failure_count,
             "startedCount": result.started_count,
             "completionReason": reason,
-        },
+        }
+    inv.journal.step_results[batch_key] = StepJournalEntry(
+        status="ok", kind="batch", started_at=finished, finished_at=finished, output=output
     )
     inv.touch_prefix(core.key(f"{name}."))
     inv.touch_prefix(core.key(f"branch:{name}."))
     core.advance_clock(finished)
+    if result_serdes is not None:
+        loaded: BatchResult[Any] = load_value(output[RESULT_KEY], result_serdes)
+        return loaded
     return result

@@ -146,12 +146,16 @@ class WorkflowContext(_BaseContext):
         timeout: Duration | None = None,
         heartbeat_timeout: Duration | None = None,
         on_timeout: OnTimeout = "raise",
+        serdes: Serdes | None = None,
     ) -> TokenHandle:
         """Create a token an external party completes, fails or heartbeats.
 
         Timeouts run from the token's creation. An overall timeout raises
         ``WaitTimeoutError`` (or returns ``None`` with ``on_timeout="null"``); a missed
         heartbeat raises ``HeartbeatTimeoutError``; a failed token ``TokenFailedError``.
+        A generated ``token_id`` locates its run (``complete_token(token_id, value)`` and
+        ``POST /api/tokens/{tokenId}`` need no run id); an id the author chose stays
+        run-scoped. ``serdes`` loads the completion payload.
         """
         spec = tokens.create_token(
             self._core,
@@ -160,6 +164,7 @@ class WorkflowContext(_BaseContext):
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             on_timeout=on_timeout,
+            serdes=serdes,
         )
         return TokenHandle(self._core, spec)
 
@@ -171,8 +176,12 @@ class WorkflowContext(_BaseContext):
         timeout: Duration | None = None,
         heartbeat_timeout: Duration | None = None,
         retry: RetryPolicy | None = None,
+        serdes: Serdes | None = None,
     ) -> Any:
-        """Create a token, run ``submit(token_id)`` as a retried step, then wait for it."""
+        """Create a token, run ``submit(token_id)`` as a retried step, then wait for it.
+
+        ``submit`` receives a run-locating token id; ``serdes`` loads the callback payload.
+        """
         op = tokens.callback_op(
             self._core,
             submit,
@@ -180,6 +189,7 @@ class WorkflowContext(_BaseContext):
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             retry=retry,
+            serdes=serdes,
         )
         return await self._runner.drive(op)
 
@@ -245,8 +255,13 @@ class WorkflowContext(_BaseContext):
         completion: CompletionPolicy | None = None,
         names: Sequence[str] | None = None,
         serdes: Serdes | None = None,
+        result_serdes: Serdes | None = None,
     ) -> BatchResult[Any]:
-        """Run each ``branch(child_ctx)`` concurrently, each in its own child context."""
+        """Run each ``branch(child_ctx)`` concurrently, each in its own child context.
+
+        ``serdes`` dumps/loads each branch's value; ``result_serdes`` the whole
+        ``BatchResult`` (its ``loads`` must return one), on the first run and on replay.
+        """
         specs = self._parallel_specs(branches, names)
         op = batch_op(
             self._core,
@@ -255,6 +270,7 @@ class WorkflowContext(_BaseContext):
             max_concurrency=max_concurrency,
             completion=completion,
             serdes=serdes,
+            result_serdes=result_serdes,
         )
         return await self._runner.drive(op)
 
@@ -267,8 +283,12 @@ class WorkflowContext(_BaseContext):
         completion: CompletionPolicy | None = None,
         item_name: Callable[[Any, int], str] | None = None,
         serdes: Serdes | None = None,
+        result_serdes: Serdes | None = None,
     ) -> BatchResult[Any]:
-        """Run ``fn(child_ctx, item, index)`` for each item, each in its own child context."""
+        """Run ``fn(child_ctx, item, index)`` for each item, each in its own child context.
+
+        ``serdes`` dumps/loads each item's value; ``result_serdes`` the whole ``BatchResult``.
+        """
         specs = self._map_specs(items, fn, item_name)
         op = batch_op(
             self._core,
@@ -277,6 +297,7 @@ class WorkflowContext(_BaseContext):
             max_concurrency=max_concurrency,
             completion=completion,
             serdes=serdes,
+            result_serdes=result_serdes,
         )
         return await self._runner.drive(op)
 

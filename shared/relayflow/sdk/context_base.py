@@ -120,8 +120,8 @@ class SyncTokenHandle:
     def __init__(self, core: ContextCore, spec: TokenSpec) -> None:
         self._core = core
         self._spec = spec
-        self.token_id = spec.token_id
-        self.url = token_url(core.inv.request.run_id, spec.token_id)
+        self.token_id = spec.public_id
+        self.url = token_url(core.inv.request.run_id, spec)
 
     def wait(self) -> Any:
         """The completion payload; raises on failure, heartbeat or (per on_timeout) timeout."""
@@ -134,8 +134,8 @@ class TokenHandle:
     def __init__(self, core: ContextCore, spec: TokenSpec) -> None:
         self._core = core
         self._spec = spec
-        self.token_id = spec.token_id
-        self.url = token_url(core.inv.request.run_id, spec.token_id)
+        self.token_id = spec.public_id
+        self.url = token_url(core.inv.request.run_id, spec)
 
     async def wait(self) -> Any:
         """The completion payload; raises on failure, heartbeat or (per on_timeout) timeout."""

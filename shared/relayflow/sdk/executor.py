@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
 from relayflow.protocol import (
+    HOST_CAPABILITIES,
     CancelledResponse,
     CompensatedResponse,
     CompensationFailedResponse,
@@ -116,6 +117,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         "journal": inv.journal,
         "metadata_updates": inv.metadata,
         "stream_chunks": inv.stream_chunks,
+        "capabilities": list(HOST_CAPABILITIES),
     }
     cancel = inv.request.cancel
     if cancel is not None:

@@ -99,7 +99,12 @@ def group_op(
         error = serialize_error(exc)
         finished = inv.now_ms()
         inv.journal.step_results[key] = StepJournalEntry(
-            status="err", kind="group", error=error, started_at=started, finished_at=finished
+            status="err",
+            kind="group",
+            error=error,
+            started_at=started,
+            finished_at=finished,
+            name=name,
         )
         core.advance_clock(finished)
         raise rehydrate_error(error) from exc
@@ -114,6 +119,7 @@ def group_op(
         started_at=started,
         finished_at=finished,
         compensables=[c.key for c in child.compensables],
+        name=name,
     )
     core.adopt(child)
     core.advance_clock(finished)

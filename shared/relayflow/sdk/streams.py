@@ -6,20 +6,27 @@ import base64
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
-from relayflow.protocol import StreamChunk, StreamCompletion
+from relayflow.protocol import StreamChunk, StreamCompletion, StreamEncoding
 from relayflow.sdk.effects import Call, Op
 from relayflow.sdk.failures import rehydrate_error, serialize_error
 from relayflow.sdk.scope import ContextCore, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import dump_value
 
-Encoding = Literal["text", "json", "bytes"]
+#: What an author passes: ``"bytes"`` (or its wire name ``"base64"``) for binary chunks.
+Encoding = Literal["text", "json", "bytes", "base64"]
+_WIRE_ENCODING: dict[str, StreamEncoding] = {
+    "text": "text",
+    "json": "json",
+    "bytes": "base64",
+    "base64": "base64",
+}
 _END = object()
 
 
-def _encode(value: Any, encoding: Encoding) -> Any:
+def _encode(value: Any, encoding: StreamEncoding) -> Any:
     if encoding == "text":
         return value if isinstance(value, str) else str(value)
-    if encoding == "bytes":
+    if encoding == "base64":
         if not isinstance(value, bytes | bytearray | memoryview):
             raise TypeError(f"expected bytes chunks, got {type(value).__name__}")
         return base64.b64encode(bytes(value)).decode("ascii")
@@ -42,7 +49,8 @@ def stream_op(
 ) -> Op[int]:
     """Emit every item of ``source`` as a chunk; returns the chunk count (final one included)."""
     ensure_not_in_step("ctx.stream")
-    if encoding not in ("text", "json", "bytes"):
+    wire_encoding = _WIRE_ENCODING.get(encoding)
+    if wire_encoding is None:
         raise ValueError(f"invalid stream encoding: {encoding!r}")
     inv = core.inv
     sid = core.key(stream_id)
@@ -71,22 +79,24 @@ def stream_op(
             item = yield Call(next_fn, (handle,), None, scope, sid)
             if item is _END:
                 break
-            chunk = _encode(item, encoding)
+            chunk = _encode(item, wire_encoding)
             seq += 1
             inv.emit_chunk(
-                StreamChunk(stream_id=sid, seq=seq, encoding=encoding, chunk=chunk, at=inv.now_ms())
+                StreamChunk(
+                    stream_id=sid, seq=seq, encoding=wire_encoding, chunk=chunk, at=inv.now_ms()
+                )
             )
     except Exception as exc:
-        _close(core, sid, seq, encoding)
+        _close(core, sid, seq, wire_encoding)
         error = serialize_error(exc)
         inv.journal.streams_completed[sid] = StreamCompletion(chunk_count=seq + 1, error=error)
         raise rehydrate_error(error) from exc
-    _close(core, sid, seq, encoding)
+    _close(core, sid, seq, wire_encoding)
     inv.journal.streams_completed[sid] = StreamCompletion(chunk_count=seq + 1)
     return seq + 1
 
 
-def _close(core: ContextCore, sid: str, seq: int, encoding: Encoding) -> None:
+def _close(core: ContextCore, sid: str, seq: int, encoding: StreamEncoding) -> None:
     core.inv.emit_chunk(
         StreamChunk(
             stream_id=sid,

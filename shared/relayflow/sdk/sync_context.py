@@ -106,6 +106,7 @@ class SyncWorkflowContext(_BaseContext):
         timeout: Duration | None = None,
         heartbeat_timeout: Duration | None = None,
         on_timeout: OnTimeout = "raise",
+        serdes: Serdes | None = None,
     ) -> SyncTokenHandle:
         """Create a token (see :meth:`WorkflowContext.wait_for_token`)."""
         spec = tokens.create_token(
@@ -115,6 +116,7 @@ class SyncWorkflowContext(_BaseContext):
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             on_timeout=on_timeout,
+            serdes=serdes,
         )
         return SyncTokenHandle(self._core, spec)
 
@@ -126,6 +128,7 @@ class SyncWorkflowContext(_BaseContext):
         timeout: Duration | None = None,
         heartbeat_timeout: Duration | None = None,
         retry: RetryPolicy | None = None,
+        serdes: Serdes | None = None,
     ) -> Any:
         """Token, submit step, wait (see :meth:`WorkflowContext.wait_for_callback`)."""
         op = tokens.callback_op(
@@ -135,6 +138,7 @@ class SyncWorkflowContext(_BaseContext):
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             retry=retry,
+            serdes=serdes,
         )
         return self._runner.drive(op)
 
@@ -191,6 +195,7 @@ class SyncWorkflowContext(_BaseContext):
         completion: CompletionPolicy | None = None,
         names: Sequence[str] | None = None,
         serdes: Serdes | None = None,
+        result_serdes: Serdes | None = None,
     ) -> BatchResult[Any]:
         """Run each ``branch(child_ctx)`` (see :meth:`WorkflowContext.parallel`)."""
         specs = self._parallel_specs(branches, names)
@@ -201,6 +206,7 @@ class SyncWorkflowContext(_BaseContext):
             max_concurrency=max_concurrency,
             completion=completion,
             serdes=serdes,
+            result_serdes=result_serdes,
         )
         return self._runner.drive(op)
 
@@ -213,6 +219,7 @@ class SyncWorkflowContext(_BaseContext):
         completion: CompletionPolicy | None = None,
         item_name: Callable[[Any, int], str] | None = None,
         serdes: Serdes | None = None,
+        result_serdes: Serdes | None = None,
     ) -> BatchResult[Any]:
         """Run ``fn(child_ctx, item, index)`` per item (see :meth:`WorkflowContext.map`)."""
         specs = self._map_specs(items, fn, item_name)
@@ -223,6 +230,7 @@ class SyncWorkflowContext(_BaseContext):
             max_concurrency=max_concurrency,
             completion=completion,
             serdes=serdes,
+            result_serdes=result_serdes,
         )
         return self._runner.drive(op)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from relayflow import token_ids
 from relayflow.errors import ConditionCheckError, TokenFailedError, WaitTimeoutError
 from relayflow.protocol import StepJournalEntry, Waitpoint
 from relayflow.sdk.durations import Duration, parse_duration, parse_optional_duration
@@ -15,24 +16,36 @@ from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import ContextCore, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_value, load_value
 from relayflow.sdk.steps import StepOptions, run_step
-from relayflow.sdk.waits import check_on_timeout, resolved_value
+from relayflow.sdk.waits import check_on_timeout, resolved_value, timed_out
+
+#: The key of a token's creation entry that holds its run-locating id (generated ids only).
+RUN_TOKEN_ID_KEY = "runTokenId"
 
 
 @dataclass(frozen=True)
 class TokenSpec:
-    """A created token: its id, creation time (journalled) and wait options."""
+    """A created token: its ids, creation time (journalled), wait options and serdes.
+
+    ``token_id`` is the id inside the run (the wait is ``token:<token_id>``, as in the
+    reference); ``public_id`` is what the body hands out: the run-locating form for ids
+    relayflow generated, the author's own id otherwise.
+    """
 
     token_id: str
+    public_id: str
     created_at: int
     timeout_ms: int | None
     heartbeat_timeout_ms: int | None
     on_timeout: str
     name: str | None
+    serdes: Serdes | None = None
 
 
-def token_url(run_id: str, token_id: str) -> str:
+def token_url(run_id: str, spec: TokenSpec) -> str:
     """The callback path an external party uses to complete, fail or heartbeat a token."""
-    return f"/api/runs/{run_id}/tokens/{token_id}"
+    if spec.public_id != spec.token_id:
+        return f"/api/tokens/{spec.public_id}"
+    return f"/api/runs/{run_id}/tokens/{spec.token_id}"
 
 
 def create_token(
@@ -43,37 +56,48 @@ def create_token(
     timeout: Duration | None,
     heartbeat_timeout: Duration | None,
     on_timeout: str,
+    serdes: Serdes | None = None,
 ) -> TokenSpec:
-    """Create (or replay the creation of) a token; auto ids are ``tok_<n>``."""
+    """Create (or replay the creation of) a token; auto ids are ``tok_<n>`` within the run."""
     ensure_not_in_step("ctx.wait_for_token")
     check_on_timeout(on_timeout)
     timeout_ms = parse_optional_duration(timeout)
     heartbeat_ms = parse_optional_duration(heartbeat_timeout)
+    inv = core.inv
     if token_id is None:
         token_id = f"{core.token_prefix()}{core.next_position()}"
+        public_id = token_ids.run_token_id(inv.request.run_id, token_id)
     elif not isinstance(token_id, str) or not token_id or "/" in token_id:
         raise ValueError(f"invalid token id: {token_id!r}")
-    inv = core.inv
+    elif token_ids.is_reserved(token_id):
+        raise ValueError(
+            f"invalid token id {token_id!r}: ids starting with {token_ids.PREFIX!r} are "
+            "reserved for the ids relayflow generates"
+        )
+    else:
+        public_id = token_id
     key = core.key(f"token:{token_id}")
     inv.claim(key)
     entry = inv.entry(key, "token")
     if entry is None:
         inv.check_cancel()
         now = inv.now_ms()
+        output: dict[str, Any] = {"tokenId": token_id, "createdAt": now}
+        if public_id != token_id:
+            output[RUN_TOKEN_ID_KEY] = public_id
         entry = StepJournalEntry(
-            status="ok",
-            kind="token",
-            output={"tokenId": token_id, "createdAt": now},
-            started_at=now,
-            finished_at=now,
+            status="ok", kind="token", output=output, started_at=now, finished_at=now, name=name
         )
         inv.journal.step_results[key] = entry
     created_at = int(entry.output["createdAt"])
-    return TokenSpec(token_id, created_at, timeout_ms, heartbeat_ms, on_timeout, name)
+    return TokenSpec(
+        token_id, public_id, created_at, timeout_ms, heartbeat_ms, on_timeout, name, serdes
+    )
 
 
 def wait_token(core: ContextCore, spec: TokenSpec) -> Any:
-    """Wait for a token: its payload, ``TokenFailedError``, or the timeout outcome."""
+    """Wait for a token: its payload (through the token's serdes), ``TokenFailedError``, or
+    the timeout outcome."""
     ensure_not_in_step("token.wait()")
     inv = core.inv
     wait_id = f"token:{spec.token_id}"
@@ -86,7 +110,7 @@ def wait_token(core: ContextCore, spec: TokenSpec) -> Any:
                 code=resolution.error.code or TokenFailedError.code,
                 data=resolution.error.data,
             )
-        return value
+        return value if timed_out(resolution) else load_value(value, spec.serdes)
     meta: dict[str, Any] = {
         "tokenId": spec.token_id,
         "onTimeout": spec.on_timeout,
@@ -114,8 +138,12 @@ def callback_op(
     timeout: Duration | None,
     heartbeat_timeout: Duration | None,
     retry: RetryPolicy | None,
+    serdes: Serdes | None = None,
 ) -> Op[Any]:
-    """``ctx.wait_for_callback``: token, ``submit(token_id)`` as a retried step, then wait."""
+    """``ctx.wait_for_callback``: token, ``submit(token_id)`` as a retried step, then wait.
+
+    ``submit`` receives the run-locating token id; ``serdes`` loads the callback's payload.
+    """
     spec = create_token(
         core,
         token_id=None,
@@ -123,9 +151,10 @@ def callback_op(
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
         on_timeout="raise",
+        serdes=serdes,
     )
     yield from run_step(
-        core, f"callback:{spec.token_id}", submit, (spec.token_id,), StepOptions(retry=retry)
+        core, f"callback:{spec.token_id}", submit, (spec.public_id,), StepOptions(retry=retry)
     )
     return wait_token(core, spec)
 
@@ -172,7 +201,9 @@ def condition_op(
         polls = int(entry.output["polls"])
     else:
         state, polls = initial_state, 0
-        entry = StepJournalEntry(status="retrying", kind="condition", started_at=inv.now_ms())
+        entry = StepJournalEntry(
+            status="retrying", kind="condition", started_at=inv.now_ms(), name=name
+        )
     while True:
         if polls > 0:
             wait_id = f"condition:{core.key(label)}:{polls}"

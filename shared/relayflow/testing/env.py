@@ -19,6 +19,7 @@ from relayflow.schedules import FiringResult, InMemoryScheduleHost, InMemorySche
 from relayflow.schedules.service import attach_schedules
 from relayflow.testing.alarms import FiredAlarms
 from relayflow.testing.schedule_clock import VirtualScheduleClock
+from relayflow.token_ids import locate
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -257,9 +258,12 @@ class WorkflowTestEnv:
         options.setdefault("environment", self.environment)
         return self.driver.trigger(workflow, input, **options)
 
-    def get_run(self, run_id: str) -> RunDetail:
-        """The run's detail: ``status``, ``output``, ``error``, ``timeline``, ``metadata``..."""
-        found = self.admin.get_run(run_id)
+    def get_run(self, run_id: str, *, values: bool = False) -> RunDetail:
+        """The run's detail: ``status``, ``output``, ``error``, ``timeline``, ``metadata``...
+
+        With ``values`` each timeline entry carries its checkpointed value (capped).
+        """
+        found = self.admin.get_run(run_id, values=values)
         if found is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return found
@@ -268,9 +272,11 @@ class WorkflowTestEnv:
         """Runs newest first (see ``WorkflowAdmin.list_runs``)."""
         return self.admin.list_runs(**filters)
 
-    def stream_run(self, run_id: str, *, follow: bool = False) -> list[JournalEvent]:
+    def stream_run(
+        self, run_id: str, *, follow: bool = False, values: bool = False
+    ) -> list[JournalEvent]:
         """The run's journal events so far (or, with ``follow``, until it ends)."""
-        return list(self.admin.stream_run(run_id, follow=follow))
+        return list(self.admin.stream_run(run_id, follow=follow, values=values))
 
     def cancel(self, run_id: str, reason: str | None = None, compensate: bool = False) -> RunDetail:
         """Cancel a run (and its children), compensating first when asked."""
@@ -318,19 +324,22 @@ class WorkflowTestEnv:
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None
     ) -> Delivery:
-        """Complete a token; the run is found by its pending wait unless given."""
-        return self.driver.complete_token(self._token_run(token_id, run_id), token_id, payload)
+        """Complete a token; a generated id locates its run, an authored one is looked up
+        among pending waits unless ``run_id`` is given."""
+        return self.driver.complete_token(
+            token_id, payload, run_id=self._token_run(token_id, run_id)
+        )
 
     def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
         """Fail a token with ``error`` (an exception, a message or an error dict)."""
-        return self.driver.fail_token(self._token_run(token_id, run_id), token_id, error)
+        return self.driver.fail_token(token_id, error, run_id=self._token_run(token_id, run_id))
 
     def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
         """Heartbeat a token wait."""
-        return self.driver.heartbeat_token(self._token_run(token_id, run_id), token_id)
+        return self.driver.heartbeat_token(token_id, run_id=self._token_run(token_id, run_id))
 
-    def _token_run(self, token_id: str, run_id: str | None) -> str:
-        if run_id is not None:
+    def _token_run(self, token_id: str, run_id: str | None) -> str | None:
+        if run_id is not None or locate(token_id) is not None:
             return run_id
         owners: list[str] = []
         cursor: str | None = None

@@ -9,6 +9,7 @@ request and offloads large values of its answer.
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
 from relayflow.payloads import PayloadCodec
 from relayflow.ports import PayloadStore
+from relayflow.protocol import strict_json_loads
 
 StepHandler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 Answer = tuple[int, dict[str, Any]]
@@ -69,9 +71,10 @@ class StepHost:
             except SignatureError as exc:
                 return _error(401, "unauthorized", exc.message)
         try:
-            raw = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "invalid_json", "the request body is not valid JSON")
+            raw = strict_json_loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            what = "empty" if not body.strip() else "not valid JSON"
+            return _error(400, "invalid_json", f"the request body is {what}")
         return self.run(raw)
 
     def run(self, raw: Any) -> Answer:
@@ -137,13 +140,17 @@ def _lambda_answer(host: StepHost, event: Any) -> dict[str, Any]:
     if isinstance(event, dict) and isinstance(event.get("body"), str) and "headers" in event:
         headers = event.get("headers") or {}
         body_text: str = event["body"]
-        body = (
-            base64.b64decode(body_text)
-            if event.get("isBase64Encoded")
-            else body_text.encode("utf-8")
-        )
         http = (event.get("requestContext") or {}).get("http") or {}
         method = http.get("method") or event.get("httpMethod") or "POST"
+        try:
+            body = (
+                base64.b64decode(body_text, validate=True)
+                if event.get("isBase64Encoded")
+                else body_text.encode("utf-8", errors="surrogatepass")
+            )
+        except (binascii.Error, ValueError):
+            # Not base64 cannot be the signed JSON: the signature check refuses it first.
+            body = body_text.encode("utf-8", errors="surrogatepass")
         status, answer = host.handle(str(method), _str_headers(headers), body)
         return {
             "statusCode": status,

@@ -411,6 +411,21 @@ def test_send_event_to_a_run_posts_to_its_events(fake_api: FakeApi) -> None:
             {"error": {"message": "no", "code": "DENIED"}},
         ),
         (["token", "heartbeat", "run_1", "tok_0"], "/api/runs/run_1/tokens/tok_0/heartbeat", {}),
+        (
+            ["token", "complete", "rft1.cnVuXzE.tok_0", "--payload", "1"],
+            "/api/tokens/rft1.cnVuXzE.tok_0",
+            {"payload": 1},
+        ),
+        (
+            ["token", "fail", "rft1.cnVuXzE.tok_0", "--message", "no"],
+            "/api/tokens/rft1.cnVuXzE.tok_0/fail",
+            {"error": {"message": "no"}},
+        ),
+        (
+            ["token", "heartbeat", "rft1.cnVuXzE.tok_0"],
+            "/api/tokens/rft1.cnVuXzE.tok_0/heartbeat",
+            {},
+        ),
     ],
 )
 def test_injections_post_to_the_run(

@@ -219,6 +219,15 @@ def test_stream_chunks_and_compensation_reports_are_kept() -> None:
     assert [c.chunk for c in run.streams["s"]] == ["x"]
 
 
+@pytest.mark.parametrize("encoding", ["base64", "bytes"])
+def test_bytes_chunks_are_read_as_base64_whichever_name_the_host_wrote(encoding: str) -> None:
+    chunk = {"streamId": "b", "seq": 1, "encoding": encoding, "chunk": "AAE="}
+    run, _, _ = respond(fresh_run(), {"status": "completed", "streamChunks": [chunk]})
+    assert run.status == "completed"
+    assert [(c.encoding, c.chunk) for c in run.streams["b"]] == [("base64", "AAE=")]
+    assert run.streams["b"][0].to_wire()["encoding"] == "base64"
+
+
 def test_invoke_starts_a_child_with_a_deterministic_id() -> None:
     body = waiting(wp("invoke:child:0", "RUN", childWorkflowId="child", childInput={"n": 1}))
     run, _, effects = respond(fresh_run(), body)

@@ -280,3 +280,63 @@ def test_branch_names_must_be_unique_and_match_the_branches() -> None:
         ctx.parallel([lambda c: 1, lambda c: 2], names=["x", "x"])
 
     assert "unique" in Harness("names").run()["error"]["message"]
+
+
+def test_has_failure_says_whether_any_branch_failed() -> None:
+    @workflow(id="has_failure")
+    def body(data: Any, ctx: Any) -> Any:
+        clean = ctx.parallel([_succeeds(1), _succeeds(2)])
+        mixed = ctx.parallel([_succeeds(1), _fails])
+        return [clean.has_failure, mixed.has_failure]
+
+    assert Harness("has_failure").run()["output"] == [False, True]
+
+
+class _Totals:
+    """A result serdes that keeps only what the body needs: the sum and the failure count."""
+
+    def __init__(self) -> None:
+        self.loads_seen: list[Any] = []
+
+    def dumps(self, value: BatchResult[Any]) -> Any:
+        return {"sum": sum(r or 0 for r in value.results), "failures": value.failure_count}
+
+    def loads(self, data: Any) -> Any:
+        self.loads_seen.append(data)
+        return BatchResult(
+            results=[data["sum"]],
+            errors=[None],
+            success_count=1,
+            failure_count=data["failures"],
+            started_count=1,
+            completion_reason="ALL_COMPLETED",
+        )
+
+
+@pytest.mark.parametrize("op", ["parallel", "map"])
+def test_result_serdes_carries_the_whole_batch_result_on_the_first_run_and_on_replay(
+    op: str,
+) -> None:
+    totals = _Totals()
+
+    @workflow(id=f"result_serdes_{op}")
+    def body(data: Any, ctx: Any) -> Any:
+        if op == "parallel":
+            result = ctx.parallel([_succeeds(2), _succeeds(3)], result_serdes=totals)
+        else:
+            result = ctx.map([2, 3], lambda c, item, i: item, result_serdes=totals)
+        ctx.sleep("1s")
+        return {"results": result.results, "has_failure": result.has_failure}
+
+    harness = Harness(f"result_serdes_{op}")
+    first = harness.call()
+    [batch_key] = [k for k in harness.journal["stepResults"] if k.startswith("batch:")]
+    assert harness.journal["stepResults"][batch_key]["output"] == {
+        "result": {"sum": 5, "failures": 0}
+    }
+    assert first["status"] == "waiting"
+    done = harness.run()
+    assert done["output"] == {"results": [5], "has_failure": False}
+    # loads ran on the first run and again on every replay, the one that returned included.
+    assert len(harness.bodies) >= 2
+    assert totals.loads_seen == [{"sum": 5, "failures": 0}] * len(harness.bodies)

@@ -278,6 +278,8 @@ def test_streams_emit_chunks_once_and_are_skipped_on_replay(flavour: str) -> Non
         ("blob", 1, "AAE=", False),
         ("blob", 2, None, True),
     ]
+    assert [c["encoding"] for c in chunks if c["streamId"] == "blob"] == ["base64", "base64"]
+    assert {c["encoding"] for c in chunks if c["streamId"] == "log"} == {"text"}
     assert harness.journal["streamsCompleted"]["progress"] == {"chunkCount": 3}
     assert harness.bodies[-1]["streamChunks"] == []
     assert reads == [0, 1]

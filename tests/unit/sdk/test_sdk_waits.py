@@ -16,6 +16,7 @@ from relayflow.errors import (
     WaitTimeoutError,
 )
 from relayflow.sdk import RetryPolicy, workflow
+from relayflow.token_ids import run_token_id
 
 
 def test_wait_ids_are_positional_and_shared_by_every_wait_kind() -> None:
@@ -187,7 +188,9 @@ def test_tokens_expose_their_id_and_callback_url_and_return_the_payload() -> Non
     harness.call()
     harness.clock.advance(60_000)
     wait = harness.call()["waitpoints"][0]
-    assert seen == {"token_id": "tok_0", "url": "/api/runs/run_9/tokens/tok_0"}
+    # A generated id names its run (base64url of "run_9"); the wait keeps the local id.
+    assert seen == {"token_id": "rft1.cnVuXzk.tok_0", "url": "/api/tokens/rft1.cnVuXzk.tok_0"}
+    assert wait["clientWaitpointId"] == "token:tok_0"
     assert wait["kind"] == "MANUAL"
     assert wait["meta"] == {
         "tokenId": "tok_0",
@@ -199,6 +202,54 @@ def test_tokens_expose_their_id_and_callback_url_and_return_the_payload() -> Non
     assert wait["timeoutMs"] == 3_600_000 - 60_000, "timeouts run from the token's creation"
     harness.resolve("token:tok_0", "MANUAL", {"ok": True})
     assert harness.call()["output"] == {"ok": True}
+
+
+def test_an_authored_token_id_stays_run_scoped_and_the_generated_format_is_reserved() -> None:
+    seen: dict[str, Any] = {}
+
+    @workflow(id="token_named")
+    def body(data: Any, ctx: Any) -> Any:
+        handle = ctx.wait_for_token(token_id="approval")
+        seen.update(token_id=handle.token_id, url=handle.url)
+        return handle.wait()
+
+    @workflow(id="token_reserved")
+    def reserved(data: Any, ctx: Any) -> Any:
+        return ctx.wait_for_token(token_id="rft1.abc.tok_0").token_id
+
+    harness = Harness("token_named", run_id="run_9")
+    assert harness.call()["waitpoints"][0]["clientWaitpointId"] == "token:approval"
+    assert seen == {"token_id": "approval", "url": "/api/runs/run_9/tokens/approval"}
+    refused = Harness("token_reserved").run()
+    assert refused["status"] == "failed"
+    assert "reserved" in refused["error"]["message"]
+
+
+def test_token_and_callback_payloads_load_through_their_serdes() -> None:
+    loads: list[Any] = []
+
+    class Money:
+        def dumps(self, value: Any) -> Any:
+            return {"cents": value[0]}
+
+        def loads(self, data: Any) -> Any:
+            loads.append(data)
+            return ("EUR", data["cents"])
+
+    @workflow(id="token_serdes")
+    def body(data: Any, ctx: Any) -> Any:
+        token = ctx.wait_for_token(serdes=Money()).wait()
+        called = ctx.wait_for_callback(lambda token_id: None, serdes=Money())
+        return {"token": list(token), "callback": list(called)}
+
+    harness = Harness("token_serdes")
+    harness.call()
+    harness.resolve("token:tok_0", "MANUAL", {"cents": 5})
+    harness.call()
+    harness.resolve("token:tok_1", "MANUAL", {"cents": 7})
+    assert harness.call()["output"] == {"token": ["EUR", 5], "callback": ["EUR", 7]}
+    # Applied on every replay of the resolved waits, not only when they resolved.
+    assert loads == [{"cents": 5}, {"cents": 5}, {"cents": 7}]
 
 
 @pytest.mark.parametrize(
@@ -241,9 +292,10 @@ def test_wait_for_callback_submits_the_token_as_a_retried_step_then_waits() -> N
     def body(data: Any, ctx: Any) -> Any:
         return ctx.wait_for_callback(submit, timeout="1h", retry=RetryPolicy(max=2, initial=1))
 
-    harness = Harness("callback")
+    harness = Harness("callback", run_id="run_cb")
     first = harness.call()
-    assert submitted == ["tok_0", "tok_0"]
+    # ``submit`` hands out the run-locating id; the wait keeps the local one.
+    assert submitted == [run_token_id("run_cb", "tok_0")] * 2
     assert waits_of(first) == ["token:tok_0"]
     assert first["waitpoints"][0]["meta"]["onTimeout"] == "raise"
     harness.resolve("token:tok_0", "MANUAL", {"approved": True})

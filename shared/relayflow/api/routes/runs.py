@@ -32,7 +32,13 @@ from relayflow.api.models import (
 )
 from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare
 from relayflow.api.views import injection_view, run_summary, run_view, timeline_view
-from relayflow.core.views import RunDetail
+from relayflow.core.views import (
+    TIMELINE_DEFAULT_LIMIT,
+    TIMELINE_MAX_LIMIT,
+    TIMELINE_PAGE_VALUE_BUDGET_BYTES,
+    TIMELINE_VALUE_CAP_BYTES,
+    RunDetail,
+)
 from relayflow.drivers import Delivery
 from relayflow.errors import ValidationError
 
@@ -154,14 +160,31 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
 
     @router.get(
         "/api/runs/<run_id>/timeline",
-        summary="A run's step attempts and resolved waits",
+        summary="A run's step attempts and waits, with names and (on request) values",
+        description=(
+            "Paged: at most `limit` entries and, with values=true, at most "
+            f"{TIMELINE_PAGE_VALUE_BUDGET_BYTES} bytes of values per page (each value "
+            f"capped at {TIMELINE_VALUE_CAP_BYTES} bytes); pass nextCursor back as cursor."
+        ),
         tags=["runs"],
         operation_id="getRunTimeline",
         security=_READ,
-        responses=declare(200, TimelineView, "the timeline", *READ_ERRORS, 404),
+        responses=declare(200, TimelineView, "one page of the timeline", *READ_ERRORS, 404),
     )
-    def get_timeline(run_id: RunId) -> TimelineView:
-        return timeline_view(observe(backend.get_run(unquote(run_id))))
+    def get_timeline(
+        run_id: RunId,
+        values: Annotated[
+            bool, Query(description="give each entry its checkpointed value")
+        ] = False,
+        cursor: Annotated[str | None, Query(min_length=1)] = None,
+        limit: Annotated[int, Query(ge=1, le=TIMELINE_MAX_LIMIT)] = TIMELINE_DEFAULT_LIMIT,
+    ) -> TimelineView:
+        try:
+            page = backend.timeline(unquote(run_id), values=values, cursor=cursor, limit=limit)
+        except ValidationError as exc:
+            raise ApiError(400, "invalid_query", exc.message) from None
+        ctx.logger.append_keys(run_id=page.run_id)
+        return timeline_view(page)
 
     @router.post(
         "/api/runs/<run_id>/cancel",

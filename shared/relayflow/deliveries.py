@@ -65,8 +65,14 @@ class Deliveries:
     hold_ms: int
     memory_ms: int
 
-    def begin(self, scope: str, key: str, digest: str) -> Replay | None:
+    def begin(
+        self, scope: str, key: str, digest: str, *, share_unanswered: bool = False
+    ) -> Replay | None:
         """Claim ``(scope, key)``; None when this caller goes ahead, else the first answer.
+
+        ``share_unanswered``: an unanswered claim does not stop this caller (for work that
+        deduplicates itself atomically, like a delivery into a run, so that a retry after
+        a crash need not wait for the hold).
 
         Raises:
             IdempotencyKeyReusedError: The key was used with other content.
@@ -90,6 +96,8 @@ class Deliveries:
                 f"{key!r} was already used with a different request; use a new key"
             )
         if existing.answer is None:
+            if share_unanswered:
+                return None
             raise RequestInProgressError(
                 f"the first request with {key!r} has not answered yet; retry shortly"
             )

@@ -283,7 +283,9 @@ class WorkflowDriver:
             return self._inject(run_id, injection)
         scope, key = f"run:{run_id}", f"{injection.kind}:{injection.id}"
         digest = fingerprint(injection.kind, injection.key, injection.payload, injection.outcome)
-        replay = self.deliveries.begin(scope, key, digest)
+        # The run deduplicates ids it still holds atomically (inbox, recent ids), so a
+        # delivery whose first attempt died mid-way is redone at once, not refused.
+        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True)
         if replay is not None:
             record = self.engine.runs.get(run_id)
             if record is None:
@@ -296,7 +298,7 @@ class WorkflowDriver:
             )
         try:
             delivery = self._inject(run_id, injection)
-        except BaseException:
+        except RelayflowError:
             self.deliveries.abandon(scope, key, digest)
             raise
         answer = {"status": delivery.status, "waitpointId": delivery.waitpoint_id}

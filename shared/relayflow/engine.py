@@ -200,8 +200,15 @@ class Engine:
         return bool(getattr(self._local, "hand_off", False))
 
     def hand_off(self, run_id: str) -> None:
-        """Let the run be driven elsewhere now (the drive function), not in this process."""
-        self._handoff(run_id, self.clock.now_ms())
+        """Let the run be driven elsewhere now (the drive function), not in this process.
+
+        A hand-off that fails is logged, not raised: the run is stored and due now, so the
+        sweeper drives it.
+        """
+        try:
+            self._handoff(run_id, self.clock.now_ms())
+        except RelayflowError:
+            _log.exception("run %s could not be handed off; the sweeper will drive it", run_id)
 
     # ----- entry points -------------------------------------------------------------------
 

@@ -466,9 +466,11 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     (declared with the error model), so the 422s and their schemas go. Bodies validated by
     the events module reference their documentation models, added here as components.
     """
-    for operations in doc.get("paths", {}).values():
-        for operation in operations.values():
+    for path, operations in doc.get("paths", {}).items():
+        for method, operation in operations.items():
             operation.get("responses", {}).pop("422", None)
+            if method == "post" and not path.startswith("/api/manifests"):
+                _declare_idempotency(operation)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
@@ -479,6 +481,34 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     for name, schema in extra.get("$defs", {}).items():
         schemas.setdefault(name, schema)
     return doc
+
+
+def _declare_idempotency(operation: dict[str, Any]) -> None:
+    """Document the ``Idempotency-Key`` header and its answers on a run-changing ``POST``."""
+    error = {"application/json": {"schema": {"$ref": COMPONENT_REF + "ErrorResponse"}}}
+    operation.setdefault("parameters", []).append(
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": (
+                "makes the request retry-safe: a repeat with the same key and body gets the "
+                "first 2xx answer again, marked Idempotent-Replayed: true"
+            ),
+            "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
+        }
+    )
+    responses = operation.setdefault("responses", {})
+    responses["422"] = {
+        "description": "idempotency_key_reused: the key was used with another request",
+        "content": error,
+    }
+    conflict = responses.get("409")
+    note = "request_in_progress: the first request with this key has not answered yet"
+    if conflict is None:
+        responses["409"] = {"description": note, "content": error}
+    else:
+        conflict["description"] = f"{conflict.get('description', '')}; {note}".lstrip("; ")
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

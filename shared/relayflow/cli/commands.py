@@ -9,9 +9,9 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from relayflow.adapters.memory.clock import utc_now
 from relayflow.cli.client import ApiClient
 from relayflow.cli.render import (
     TERMINAL_STATUSES,
@@ -236,4 +236,4 @@ def _finish(
 
 
 def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_now().isoformat(timespec="milliseconds").replace("+00:00", "Z")

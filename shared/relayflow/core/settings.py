@@ -15,7 +15,9 @@ class CoreSettings:
         operations_limit: Invocations, step attempts and wait resolutions a run may use
             before it fails with ``operations_limit_exceeded``.
         inbox_limit: Early injections buffered per run; more are refused.
-        seen_ids_limit: Consumed injection ids remembered per run for deduplication.
+        seen_ids_limit: Consumed injection ids also kept on the run: delivery ids are
+            remembered for the run's life in the delivery log; these close the window
+            between claiming an id there and delivering it.
         dispatch_max_attempts: Attempts of one invocation when the host is unreachable or
             answers 429/5xx, before the run fails with ``handler_error``.
         dispatch_backoff_initial_ms: Delay after the first transient dispatch failure.
@@ -38,7 +40,7 @@ class CoreSettings:
 
     operations_limit: int = 100_000
     inbox_limit: int = 1_000
-    seen_ids_limit: int = 1_000
+    seen_ids_limit: int = 100
     dispatch_max_attempts: int = 5
     dispatch_backoff_initial_ms: int = 1_000
     dispatch_backoff_max_ms: int = 60_000

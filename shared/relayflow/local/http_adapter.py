@@ -13,10 +13,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from relayflow.adapters.memory.clock import utc_now
 
 LambdaHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
@@ -92,7 +93,7 @@ def build_http_api_event(
     query: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
-    now = datetime.now(UTC)
+    now = utc_now()
     request_id = str(uuid.uuid4())
     is_text = _is_text(lowered.get("content-type", ""), body)
     event: dict[str, Any] = {

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, translate
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
 
@@ -44,7 +44,7 @@ DueCallback = Callable[[str, int], None]
 
 class _SystemClock:
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return wall_ms()
 
 
 def run_prefix(run_id: str, prefix: str = "rf-") -> str:

@@ -13,10 +13,17 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests
+from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, fig_time
 from bench.table import Row, render
 
-NAMES = (fig_requests.NAME, fig_cost.NAME, fig_overhead.NAME, fig_ingest.NAME, fig_limits.NAME)
+NAMES = (
+    fig_requests.NAME,
+    fig_cost.NAME,
+    fig_overhead.NAME,
+    fig_ingest.NAME,
+    fig_limits.NAME,
+    fig_time.NAME,
+)
 
 
 def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
@@ -51,6 +58,8 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
                 largest_item_elsewhere=largest,
             )
         )
+    if fig_time.NAME in names:
+        rows += fig_time.rows(fig_time.measure(quick=quick))
     return rows
 
 

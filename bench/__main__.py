@@ -13,7 +13,15 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, fig_timers
+from bench import (
+    fig_cost,
+    fig_ingest,
+    fig_limits,
+    fig_overhead,
+    fig_requests,
+    fig_time,
+    fig_timers,
+)
 from bench.table import Row, render
 
 NAMES = (
@@ -23,6 +31,7 @@ NAMES = (
     fig_ingest.NAME,
     fig_limits.NAME,
     fig_timers.NAME,
+    fig_time.NAME,
 )
 
 
@@ -60,6 +69,8 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
         )
     if fig_timers.NAME in names:
         rows += fig_timers.rows(quick=quick)
+    if fig_time.NAME in names:
+        rows += fig_time.rows(fig_time.measure(quick=quick))
     return rows
 
 

@@ -296,7 +296,7 @@ class MotoStack:
                 self._handoffs.discard((run_id, wake_at))
             else:
                 self.counts.alarm_drives += 1
-                self._delete_fired(run_id)
+                self._delete_fired(run_id, wake_at)
             if self._cold_drives:
                 self.driver = self._build_driver()
             self.driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
@@ -306,11 +306,11 @@ class MotoStack:
         """A new driver on the same resources (empty caches, as in a new container)."""
         return self._build_driver()
 
-    def _delete_fired(self, run_id: str) -> None:
+    def _delete_fired(self, run_id: str, wake_at: int) -> None:
         """What ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires."""
         with contextlib.suppress(Exception):
             self._unmetered_scheduler.delete_schedule(
-                Name=self._schedules.name_of(run_id), GroupName=self._schedules.group
+                Name=self._schedules.name_of(run_id, wake_at), GroupName=self._schedules.group
             )
 
     def run(self, workflow_id: str, data: Any) -> RunDetail:

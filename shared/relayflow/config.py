@@ -13,9 +13,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from relayflow.errors import ValidationError
+
+if TYPE_CHECKING:
+    from relayflow.core.settings import CoreSettings
 
 ENV_TABLE_NAME = "RELAYFLOW_TABLE_NAME"
 ENV_MANIFESTS_TABLE = "RELAYFLOW_MANIFESTS_TABLE"
@@ -41,6 +44,20 @@ ENV_DISPATCH_CONNECT_TIMEOUT = "RELAYFLOW_DISPATCH_CONNECT_TIMEOUT"
 ENV_DISPATCH_READ_TIMEOUT = "RELAYFLOW_DISPATCH_READ_TIMEOUT"
 ENV_DISPATCH_RETRIES = "RELAYFLOW_DISPATCH_RETRIES"
 ENV_REGION = "RELAYFLOW_REGION"
+ENV_DRIVE_BUDGET = "RELAYFLOW_DRIVE_BUDGET"
+ENV_SWEEP_BUDGET = "RELAYFLOW_SWEEP_BUDGET"
+ENV_LAMBDA_MARGIN = "RELAYFLOW_LAMBDA_MARGIN"
+ENV_INVOCATION_TIMEOUT = "RELAYFLOW_INVOCATION_TIMEOUT"
+ENV_LEASE = "RELAYFLOW_LEASE"
+ENV_LEASE_GRACE = "RELAYFLOW_LEASE_GRACE"
+ENV_CHILD_RECHECK = "RELAYFLOW_CHILD_RECHECK"
+ENV_OPERATIONS_LIMIT = "RELAYFLOW_OPERATIONS_LIMIT"
+ENV_INBOX_LIMIT = "RELAYFLOW_INBOX_LIMIT"
+ENV_RECENT_DELIVERY_IDS = "RELAYFLOW_RECENT_DELIVERY_IDS"
+ENV_DELIVERY_ID_MEMORY = "RELAYFLOW_DELIVERY_ID_MEMORY"
+ENV_DISPATCH_MAX_ATTEMPTS = "RELAYFLOW_DISPATCH_MAX_ATTEMPTS"
+ENV_DISPATCH_BACKOFF = "RELAYFLOW_DISPATCH_BACKOFF"
+ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -71,6 +88,20 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_DISPATCH_READ_TIMEOUT,
     ENV_DISPATCH_RETRIES,
     ENV_REGION,
+    ENV_DRIVE_BUDGET,
+    ENV_SWEEP_BUDGET,
+    ENV_LAMBDA_MARGIN,
+    ENV_INVOCATION_TIMEOUT,
+    ENV_LEASE,
+    ENV_LEASE_GRACE,
+    ENV_CHILD_RECHECK,
+    ENV_OPERATIONS_LIMIT,
+    ENV_INBOX_LIMIT,
+    ENV_RECENT_DELIVERY_IDS,
+    ENV_DELIVERY_ID_MEMORY,
+    ENV_DISPATCH_MAX_ATTEMPTS,
+    ENV_DISPATCH_BACKOFF,
+    ENV_DISPATCH_BACKOFF_MAX,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]
@@ -83,8 +114,22 @@ DEFAULT_INLINE_PAYLOAD_CAP = 32 * 1024
 DEFAULT_RETENTION_DAYS = 30
 DEFAULT_MANIFEST_KEEP = 3
 DEFAULT_CONNECT_TIMEOUT_S = 3.05
-DEFAULT_READ_TIMEOUT_S = 60.0
+DEFAULT_READ_TIMEOUT_S = 2.0
 DEFAULT_DISPATCH_RETRIES = 2
+DEFAULT_DRIVE_BUDGET_MS = 840_000
+DEFAULT_SWEEP_BUDGET_MS = 240_000
+DEFAULT_LAMBDA_MARGIN_MS = 3_000
+DEFAULT_INVOCATION_TIMEOUT_MS = 600_000
+DEFAULT_LEASE_MS = 900_000
+DEFAULT_LEASE_GRACE_MS = 5_000
+DEFAULT_CHILD_RECHECK_MS = 900_000
+DEFAULT_OPERATIONS_LIMIT = 100_000
+DEFAULT_INBOX_LIMIT = 1_000
+DEFAULT_RECENT_DELIVERY_IDS = 100
+DEFAULT_DELIVERY_ID_MEMORY_MS = 365 * 86_400_000
+DEFAULT_DISPATCH_MAX_ATTEMPTS = 5
+DEFAULT_DISPATCH_BACKOFF_MS = 1_000
+DEFAULT_DISPATCH_BACKOFF_MAX_MS = 60_000
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
@@ -149,14 +194,32 @@ class Settings:
             drive function (``RELAYFLOW_ALARM_QUEUE_URL``; unset: Scheduler only).
         signing_secret: Shared secret signing step requests (``None``: unsigned).
         signing_mode: ``relayflow`` (timestamped, hex) or ``voyant`` (reference-compatible).
-        inline_drive_budget_ms: How long the API drives a new run before handing it off.
+        inline_drive_budget_ms: How long an API request drives or waits for its run.
+        drive_budget_ms: How long one call of the drive function drives.
+        sweep_budget_ms: How long one call of the sweeper drives.
+        lambda_margin_ms: Kept free before a Lambda's end: each budget is capped by the
+            function's remaining time less this.
+        invocation_timeout_ms: Longest step request deadline.
+        lease_ms: Longest lease of a run by one driver.
+        lease_grace_ms: Time between a request's deadline and its lease's end.
+        child_recheck_ms: How often a parent checks its attached children.
+        operations_limit: Operations a run may use before it fails.
+        inbox_limit: Early deliveries buffered per run.
+        recent_delivery_ids: Delivery ids also kept on the run (closes the window between
+            claiming an id and delivering it).
+        delivery_id_memory_ms: How long delivery ids and ``Idempotency-Key`` answers are
+            remembered (plus the retention).
+        dispatch_max_attempts: Attempts of one invocation against an unreachable host.
+        dispatch_backoff_ms: Delay after the first transient dispatch failure (doubles).
+        dispatch_backoff_max_ms: Cap of that delay.
         inline_payload_cap: Values larger than this (bytes of JSON) go to the payload bucket.
         retention_days: Days finished runs are kept before the TTL removes them.
         manifest_keep: Manifest versions kept per environment (the current one always is).
         dispatcher: The default dispatcher of step requests.
         dispatch_map: Per workflow id (or ``tenantScript``) dispatcher overrides.
         connect_timeout_s: HTTP dispatch connect timeout.
-        read_timeout_s: HTTP dispatch read timeout.
+        read_timeout_s: How long past a step request's deadline the HTTP dispatcher still
+            waits for the answer (its read timeout is the time to the deadline plus this).
         dispatch_retries: Extra attempts after a transient dispatch failure.
         region: AWS region (``RELAYFLOW_REGION``, else ``AWS_REGION``/``AWS_DEFAULT_REGION``).
     """
@@ -183,6 +246,20 @@ class Settings:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     dispatch_retries: int = DEFAULT_DISPATCH_RETRIES
     region: str | None = None
+    drive_budget_ms: int = DEFAULT_DRIVE_BUDGET_MS
+    sweep_budget_ms: int = DEFAULT_SWEEP_BUDGET_MS
+    lambda_margin_ms: int = DEFAULT_LAMBDA_MARGIN_MS
+    invocation_timeout_ms: int = DEFAULT_INVOCATION_TIMEOUT_MS
+    lease_ms: int = DEFAULT_LEASE_MS
+    lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS
+    child_recheck_ms: int = DEFAULT_CHILD_RECHECK_MS
+    operations_limit: int = DEFAULT_OPERATIONS_LIMIT
+    inbox_limit: int = DEFAULT_INBOX_LIMIT
+    recent_delivery_ids: int = DEFAULT_RECENT_DELIVERY_IDS
+    delivery_id_memory_ms: int = DEFAULT_DELIVERY_ID_MEMORY_MS
+    dispatch_max_attempts: int = DEFAULT_DISPATCH_MAX_ATTEMPTS
+    dispatch_backoff_ms: int = DEFAULT_DISPATCH_BACKOFF_MS
+    dispatch_backoff_max_ms: int = DEFAULT_DISPATCH_BACKOFF_MAX_MS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -245,7 +322,63 @@ class Settings:
             read_timeout_s=_positive_float(env, ENV_DISPATCH_READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S),
             dispatch_retries=_non_negative_int(env, ENV_DISPATCH_RETRIES, DEFAULT_DISPATCH_RETRIES),
             region=text(ENV_REGION) or text("AWS_REGION") or text("AWS_DEFAULT_REGION"),
+            drive_budget_ms=_duration_ms(env, ENV_DRIVE_BUDGET, DEFAULT_DRIVE_BUDGET_MS),
+            sweep_budget_ms=_duration_ms(env, ENV_SWEEP_BUDGET, DEFAULT_SWEEP_BUDGET_MS),
+            lambda_margin_ms=_duration_ms(env, ENV_LAMBDA_MARGIN, DEFAULT_LAMBDA_MARGIN_MS),
+            invocation_timeout_ms=_duration_ms(
+                env, ENV_INVOCATION_TIMEOUT, DEFAULT_INVOCATION_TIMEOUT_MS
+            ),
+            lease_ms=_duration_ms(env, ENV_LEASE, DEFAULT_LEASE_MS),
+            lease_grace_ms=_duration_ms(env, ENV_LEASE_GRACE, DEFAULT_LEASE_GRACE_MS),
+            child_recheck_ms=_duration_ms(env, ENV_CHILD_RECHECK, DEFAULT_CHILD_RECHECK_MS),
+            operations_limit=_positive_int(env, ENV_OPERATIONS_LIMIT, DEFAULT_OPERATIONS_LIMIT),
+            inbox_limit=_positive_int(env, ENV_INBOX_LIMIT, DEFAULT_INBOX_LIMIT),
+            recent_delivery_ids=_positive_int(
+                env, ENV_RECENT_DELIVERY_IDS, DEFAULT_RECENT_DELIVERY_IDS
+            ),
+            delivery_id_memory_ms=_duration_ms(
+                env, ENV_DELIVERY_ID_MEMORY, DEFAULT_DELIVERY_ID_MEMORY_MS
+            ),
+            dispatch_max_attempts=_positive_int(
+                env, ENV_DISPATCH_MAX_ATTEMPTS, DEFAULT_DISPATCH_MAX_ATTEMPTS
+            ),
+            dispatch_backoff_ms=_duration_ms(
+                env, ENV_DISPATCH_BACKOFF, DEFAULT_DISPATCH_BACKOFF_MS
+            ),
+            dispatch_backoff_max_ms=_duration_ms(
+                env, ENV_DISPATCH_BACKOFF_MAX, DEFAULT_DISPATCH_BACKOFF_MAX_MS
+            ),
         )
+
+    def core_settings(self) -> CoreSettings:
+        """The engine's limits and timings, from these settings.
+
+        Raises:
+            ValidationError: A limit cannot be used (the message names it).
+        """
+        from relayflow.core.settings import CoreSettings
+
+        return CoreSettings(
+            operations_limit=self.operations_limit,
+            inbox_limit=self.inbox_limit,
+            seen_ids_limit=self.recent_delivery_ids,
+            dispatch_max_attempts=self.dispatch_max_attempts,
+            dispatch_backoff_initial_ms=self.dispatch_backoff_ms,
+            dispatch_backoff_max_ms=self.dispatch_backoff_max_ms,
+            invocation_timeout_ms=self.invocation_timeout_ms,
+            lease_ms=self.lease_ms,
+            lease_grace_ms=self.lease_grace_ms,
+            drive_budget_ms=self.drive_budget_ms,
+            child_reconcile_ms=self.child_recheck_ms,
+        )
+
+    def budget_ms(self, configured_ms: int, lambda_context: Any = None) -> int:
+        """A drive's budget: ``configured_ms`` capped by the Lambda's remaining time less
+        ``lambda_margin_ms`` (no drive outlives its function)."""
+        remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+        if not callable(remaining):
+            return configured_ms
+        return max(0, min(configured_ms, int(remaining()) - self.lambda_margin_ms))
 
     def require(self, name: str) -> str:
         """The value of the string setting ``name``; raises a clear error when it is unset.

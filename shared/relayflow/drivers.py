@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from relayflow.adapters.memory.deliveries import InMemoryDeliveryLog
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.record import RecordModel, RunRecord
 from relayflow.core.trigger import TriggerSpec, resolve_run_id
@@ -25,6 +26,7 @@ from relayflow.core.views import (
     timeline,
     timeline_page,
 )
+from relayflow.deliveries import DAY_MS, Deliveries, fingerprint
 from relayflow.engine import Engine
 from relayflow.errors import (
     DriverShutdownError,
@@ -124,6 +126,8 @@ class WorkflowDriver:
         payloads: Where step hosts put values over the inline cap (resolved in run details).
         host_catalog: Says whether the step host of a workflow has it (True/False), or cannot
             tell (None); by default the run's dispatcher is asked, when it can answer.
+        deliveries: Where delivery ids (signal and event ids) are remembered for the run's
+            life (in memory by default).
     """
 
     def __init__(
@@ -135,10 +139,14 @@ class WorkflowDriver:
         workflow_timeout: Callable[[str], int | None] | None = None,
         payloads: PayloadStore | None = None,
         host_catalog: Callable[[str], bool | None] | None = None,
+        deliveries: Deliveries | None = None,
     ) -> None:
         self.engine = engine
         self.host_catalog = host_catalog
         self.manifests = manifests
+        self.deliveries = deliveries or Deliveries(
+            InMemoryDeliveryLog(), engine.clock, hold_ms=15_000, memory_ms=400 * DAY_MS
+        )
         self.tenant_meta = tenant_meta or TenantMeta()
         self._workflow_timeout = workflow_timeout
         self._shut = threading.Event()
@@ -224,8 +232,7 @@ class WorkflowDriver:
         A second trigger with the same idempotency key (or run id) returns the first run
         untouched: same id, original input, not driven again.
         """
-        self._check_open()
-        record, _ = self._trigger(
+        run, _ = self.start(
             workflow,
             input,
             idempotency_key=idempotency_key,
@@ -235,7 +242,39 @@ class WorkflowDriver:
             timeout_ms=timeout_ms,
             triggered_by=triggered_by,
         )
-        return self.admin.describe(record)
+        return run
+
+    def start(
+        self,
+        workflow: WorkflowRef,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tags: Sequence[str] = (),
+        environment: str = "development",
+        run_id: str | None = None,
+        timeout_ms: int | None = None,
+        triggered_by: Mapping[str, Any] | None = None,
+        drive: bool = True,
+    ) -> tuple[RunDetail, bool]:
+        """Like :meth:`trigger`, and whether this call's insert created the run.
+
+        Of concurrent calls with one idempotency key exactly one gets True: the one whose
+        conditional insert won. ``drive=False`` only inserts (the caller hands the drive off).
+        """
+        self._check_open()
+        record, created = self._trigger(
+            workflow,
+            input,
+            idempotency_key=idempotency_key,
+            tags=tags,
+            environment=environment,
+            run_id=run_id,
+            timeout_ms=timeout_ms,
+            triggered_by=triggered_by,
+            drive=drive,
+        )
+        return self.admin.describe(record), created
 
     def _trigger(
         self,
@@ -248,6 +287,7 @@ class WorkflowDriver:
         run_id: str | None,
         timeout_ms: int | None,
         triggered_by: Mapping[str, Any] | None,
+        drive: bool = True,
     ) -> tuple[RunRecord, bool]:
         _check_depth("run input", input)
         workflow_id = _workflow_id(workflow)
@@ -272,12 +312,20 @@ class WorkflowDriver:
             idempotency_key=idempotency_key,
             timeout_ms=timeout_ms,
         )
-        return self.engine.trigger(spec)
+        return self.engine.trigger(spec, drive=drive)
 
     def ingest_event(
-        self, environment: str, envelope: Mapping[str, Any], idempotency_key: str | None = None
+        self,
+        environment: str,
+        envelope: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        *,
+        on_created: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Route an event through the environment's manifest and trigger each match.
+
+        ``on_created`` is told the id of each run this call's insert created (a match whose
+        run already existed is queued too, but created nothing).
 
         Returns:
             ``{ok, eventId, matches[]}`` or ``{ok: False, reason, message}`` (reference §4.6).
@@ -286,7 +334,7 @@ class WorkflowDriver:
         from relayflow.events.ingest import TriggerRequest, ingest_event
 
         def start(request: TriggerRequest) -> str:
-            record, _ = self._trigger(
+            record, created = self._trigger(
                 request.workflow_id,
                 request.input,
                 idempotency_key=request.idempotency_key,
@@ -296,6 +344,8 @@ class WorkflowDriver:
                 timeout_ms=None,
                 triggered_by=request.triggered_by,
             )
+            if created and on_created is not None:
+                on_created(record.id)
             return record.id
 
         manifest = self.manifests.get_current(environment)
@@ -303,9 +353,42 @@ class WorkflowDriver:
             manifest, environment, dict(envelope), idempotency_key=idempotency_key, trigger=start
         )
 
-    def _deliver(self, run_id: str, injection: Injection) -> Delivery:
+    def _deliver(self, run_id: str, injection: Injection, *, given_id: bool = False) -> Delivery:
+        """Inject into the run; an id the caller chose is claimed first, for the run's life.
+
+        Raises:
+            IdempotencyKeyReusedError: The id was delivered before with other content.
+            RequestInProgressError: The first delivery with the id is still under way.
+        """
         self._check_open()
         _check_depth("payload", injection.payload)
+        if not given_id:
+            return self._inject(run_id, injection)
+        scope, key = f"run:{run_id}", f"{injection.kind}:{injection.id}"
+        digest = fingerprint(injection.kind, injection.key, injection.payload, injection.outcome)
+        # The run deduplicates ids it still holds atomically (inbox, recent ids), so a
+        # delivery whose first attempt died mid-way is redone at once, not refused.
+        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True)
+        if replay is not None:
+            record = self.engine.runs.get(run_id)
+            if record is None:
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            waitpoint = replay.answer.get("waitpointId")
+            return Delivery(
+                status="duplicate",
+                waitpoint_id=waitpoint if isinstance(waitpoint, str) else None,
+                run=self.admin.describe(record),
+            )
+        try:
+            delivery = self._inject(run_id, injection)
+        except RelayflowError:
+            self.deliveries.abandon(scope, key, digest)
+            raise
+        answer = {"status": delivery.status, "waitpointId": delivery.waitpoint_id}
+        self.deliveries.finish(scope, key, digest, answer)
+        return delivery
+
+    def _inject(self, run_id: str, injection: Injection) -> Delivery:
         result: InjectionResult
         result, record = self.engine.inject(run_id, injection)
         return Delivery(
@@ -331,7 +414,7 @@ class WorkflowDriver:
             payload=payload,
             metadata=meta,
         )
-        return self._deliver(run_id, injection)
+        return self._deliver(run_id, injection, given_id=bool(given))
 
     def send_signal(
         self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
@@ -340,7 +423,7 @@ class WorkflowDriver:
         injection = Injection(
             kind="SIGNAL", key=name, id=signal_id or f"sig_{secrets.token_hex(8)}", payload=payload
         )
-        return self._deliver(run_id, injection)
+        return self._deliver(run_id, injection, given_id=signal_id is not None)
 
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None

@@ -9,8 +9,10 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -27,6 +29,7 @@ from relayflow.core.effects import (
 )
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
+from relayflow.core.outcome import finish, runtime_error, working_copy
 from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import (
@@ -120,6 +123,8 @@ class Engine:
         self._owner = owner or f"drv_{secrets.token_hex(6)}"
         self._drives = itertools.count(1)
         self._observers: list[RunObserver] = []
+        # The deadline of the drive this thread is making (see ``budget``).
+        self._local = threading.local()
 
     def add_observer(self, observer: RunObserver) -> None:
         """Tell ``observer`` about every save of a run from now on (metrics, logs)."""
@@ -141,6 +146,70 @@ class Engine:
         """A fresh, time-sortable run id."""
         return f"run_{self.clock.now_ms():012x}_{secrets.token_hex(5)}"
 
+    # ----- time limits --------------------------------------------------------------------
+
+    @contextmanager
+    def budget(self, budget_ms: int) -> Iterator[None]:
+        """Bound every drive this thread makes inside the block to end ``budget_ms`` from now.
+
+        Without one, a drive gets ``settings.drive_budget_ms``. No invocation starts with less
+        than ``settings.min_invocation_ms`` left: the run is handed off instead. The step
+        request's deadline and the lease derive from the budget (see :meth:`_limits`).
+        """
+        previous: int | None = getattr(self._local, "deadline", None)
+        deadline = self.clock.now_ms() + max(0, budget_ms)
+        self._local.deadline = deadline if previous is None else min(previous, deadline)
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
+    def _limits(self, now: int) -> tuple[int, int]:
+        """(lease expiry, request deadline) of an invocation starting at ``now``.
+
+        The lease ends at the drive's deadline plus a grace for saving the answer (never
+        later than ``lease_ms`` from now); the request deadline ends a grace before the lease,
+        so the lease always outlasts the work done under it.
+        """
+        settings = self.settings
+        deadline: int | None = getattr(self._local, "deadline", None)
+        if deadline is None:
+            deadline = now + settings.drive_budget_ms
+        grace = min(settings.lease_grace_ms, settings.lease_ms // 4)
+        lease_until = min(now + settings.lease_ms, max(deadline, now) + grace)
+        request_deadline = min(now + settings.invocation_timeout_ms, lease_until - grace)
+        return lease_until, request_deadline
+
+    def _time_for_invocation(self, now: int) -> bool:
+        _, request_deadline = self._limits(now)
+        return request_deadline - now >= self.settings.min_invocation_ms
+
+    @contextmanager
+    def handing_off(self) -> Iterator[None]:
+        """Inside the block, this thread drives nothing: every run a call would drive is
+        handed off (:meth:`hand_off`) instead. For a process that must not start step code
+        it cannot finish in its own time (the api function)."""
+        previous = self._handing_off()
+        self._local.hand_off = True
+        try:
+            yield
+        finally:
+            self._local.hand_off = previous
+
+    def _handing_off(self) -> bool:
+        return bool(getattr(self._local, "hand_off", False))
+
+    def hand_off(self, run_id: str) -> None:
+        """Let the run be driven elsewhere now (the drive function), not in this process.
+
+        A hand-off that fails is logged, not raised: the run is stored and due now, so the
+        sweeper drives it.
+        """
+        try:
+            self._handoff(run_id, self.clock.now_ms())
+        except RelayflowError:
+            _log.exception("run %s could not be handed off; the sweeper will drive it", run_id)
+
     # ----- entry points -------------------------------------------------------------------
 
     def trigger(self, spec: TriggerSpec, *, drive: bool = True) -> tuple[RunRecord, bool]:
@@ -159,12 +228,17 @@ class Engine:
             existing: RunRecord = exc.existing
             return existing, False
         self._observe(None, stored)
+        if drive and self._handing_off():
+            self.hand_off(stored.id)
+            return stored, True
         if drive:
             self._run(_Work([stored.id], known=[stored]))
         return self._load(stored.id), True
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
         """Deliver an event, signal or token outcome, then drive the run if it resumed.
+
+        A run another process is driving is only marked dirty: its holder looks again.
 
         Raises:
             RunNotFoundError: No such run.
@@ -177,7 +251,10 @@ class Engine:
         def step(rec: RunRecord, now: int) -> tuple[Transition, InjectionResult]:
             return inject(rec, injection, now, settings)
 
-        _, result = self._mutate(run_id, step, work)
+        saved, result = self._mutate(run_id, step, work)
+        if self._handing_off():
+            self._hand_off_work(work)
+            return result, saved
         self._run(work)
         return result, self._load(run_id)
 
@@ -191,7 +268,12 @@ class Engine:
             RunTerminalError: The run already ended (code ``already_terminal``).
         """
         work = _Work()
-        self._mutate(run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work)
+        saved, _ = self._mutate(
+            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
+        )
+        if self._handing_off():
+            self._hand_off_work(work)
+            return saved
         self._run(work)
         return self._load(run_id)
 
@@ -227,11 +309,20 @@ class Engine:
         return self.runs.get(run_id)
 
     def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
-        """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids."""
+        """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids.
+
+        A run in flight is due only once its lease has expired (its wake time is the lease's
+        end), so runs being driven never crowd out a run whose alarm was lost. A run found
+        leased by a live driver is left alone (no dirty mark). Once the drive's budget is
+        spent, the remaining due runs are handed off rather than driven here.
+        """
         before = self.clock.now_ms() if now is None else now
         due = self.runs.due_runs(before, limit)
         for run_id in due:
-            self._run(_Work([run_id]))
+            if self._time_for_invocation(self.clock.now_ms()):
+                self._run(_Work([run_id]), mark_leased=False)
+            else:
+                self.hand_off(run_id)
         return due
 
     def recover(self, run_id: str) -> RunRecord | None:
@@ -275,23 +366,50 @@ class Engine:
 
     # ----- effects ------------------------------------------------------------------------
 
+    def _hand_off_work(self, work: _Work) -> None:
+        """Hand off every queued run that is not leased by a live driver (whose holder looks
+        again because of the dirty mark)."""
+        while (run_id := work.pop()) is not None:
+            record = work.take_known(run_id) or self.runs.get(run_id)
+            if record is None or record.is_terminal:
+                continue
+            lease = record.lease
+            if lease is not None and lease.expires_at > self.clock.now_ms():
+                continue
+            self.hand_off(run_id)
+
     def _apply_effects(
         self, effects: Iterable[Effect], work: _Work, *, driving: str | None = None
     ) -> None:
+        """Apply every effect, even when an earlier one failed; then raise the first failure.
+
+        Each effect is idempotent, and the run's state is already saved: a failed one is
+        repaired by a retry or the sweeper, a skipped one would be lost.
+        """
+        failure: Exception | None = None
         for effect in effects:
-            if isinstance(effect, Dispatch):
-                if effect.run_id != driving:
-                    work.add(effect.run_id)
-            elif isinstance(effect, ArmAlarm):
-                self.alarms.arm(effect.run_id, effect.wake_at)
-            elif isinstance(effect, DisarmAlarm):
-                self.alarms.disarm(effect.run_id)
-            elif isinstance(effect, StartChild):
-                self._start_child(effect, work)
-            elif isinstance(effect, ResumeParent):
-                self._resume_parent(effect, work)
-            else:
-                self._cancel_children(effect, work)
+            try:
+                self._apply_effect(effect, work, driving)
+            except Exception as exc:
+                _log.exception("effect %s failed", type(effect).__name__)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _apply_effect(self, effect: Effect, work: _Work, driving: str | None) -> None:
+        if isinstance(effect, Dispatch):
+            if effect.run_id != driving:
+                work.add(effect.run_id)
+        elif isinstance(effect, ArmAlarm):
+            self.alarms.arm(effect.run_id, effect.wake_at)
+        elif isinstance(effect, DisarmAlarm):
+            self.alarms.disarm(effect.run_id, effect.wake_at)
+        elif isinstance(effect, StartChild):
+            self._start_child(effect, work)
+        elif isinstance(effect, ResumeParent):
+            self._resume_parent(effect, work)
+        else:
+            self._cancel_children(effect, work)
 
     def _start_child(self, effect: StartChild, work: _Work) -> None:
         spec = effect.spec
@@ -359,13 +477,16 @@ class Engine:
 
     # ----- driving ------------------------------------------------------------------------
 
-    def _run(self, work: _Work, *, take_over: str | None = None) -> None:
-        try:
-            while (run_id := work.pop()) is not None:
-                self._drive_one(run_id, work, take_over=run_id == take_over)
-        except DriveAbandoned:
-            # The process died: nothing more is saved; a new process has a new identity.
-            self._owner = f"drv_{secrets.token_hex(6)}"
+    def _run(self, work: _Work, *, take_over: str | None = None, mark_leased: bool = True) -> None:
+        with self.budget(self.settings.drive_budget_ms):
+            try:
+                while (run_id := work.pop()) is not None:
+                    self._drive_one(
+                        run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
+                    )
+            except DriveAbandoned:
+                # The process died: nothing more is saved; a new process has a new identity.
+                self._owner = f"drv_{secrets.token_hex(6)}"
 
     def _needs_attention(self, record: RunRecord, now: int) -> bool:
         if record.is_terminal:
@@ -380,7 +501,13 @@ class Engine:
         return record.wake_at is not None and record.wake_at <= now
 
     def _acquire(
-        self, run_id: str, owner: str, take_over: bool, known: RunRecord | None = None
+        self,
+        run_id: str,
+        owner: str,
+        take_over: bool,
+        known: RunRecord | None = None,
+        *,
+        mark_leased: bool = True,
     ) -> tuple[RunRecord, RunRecord] | None:
         """The stored run and an unsaved copy leased to ``owner``, or None if not ours to drive.
 
@@ -399,7 +526,7 @@ class Engine:
             if not ours and not take_over and not self._needs_attention(record, now):
                 return None
             if lease is not None and lease.expires_at > now and not (ours or take_over):
-                if record.dirty:
+                if record.dirty or not mark_leased:
                     return None
                 marked = record.model_copy(update={"dirty": True})
                 try:
@@ -409,14 +536,16 @@ class Engine:
                 return None
             leased = record.model_copy(
                 update={
-                    "lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms),
+                    "lease": Lease(owner=owner, expires_at=self._limits(now)[0]),
                     "dirty": False,
                 }
             )
             return record, leased
         return None
 
-    def _drive_one(self, run_id: str, work: _Work, *, take_over: bool = False) -> None:
+    def _drive_one(
+        self, run_id: str, work: _Work, *, take_over: bool = False, mark_leased: bool = True
+    ) -> None:
         """Drive one run: every save carries all the changes made since the previous one.
 
         Changes accumulate on an unsaved draft and are saved (conditionally on the stored
@@ -425,7 +554,9 @@ class Engine:
         race drops the draft and starts again from the stored run.
         """
         owner = f"{self._owner}/{next(self._drives)}"
-        claimed = self._acquire(run_id, owner, take_over, work.take_known(run_id))
+        claimed = self._acquire(
+            run_id, owner, take_over, work.take_known(run_id), mark_leased=mark_leased
+        )
         invocations = 0
         while claimed is not None:
             stored, draft = claimed
@@ -437,7 +568,9 @@ class Engine:
                     draft = tick.record
                     effects.extend(tick.effects)
             if self._wants_invocation(draft, now):
-                if invocations < self.settings.inline_invocations:
+                if invocations < self.settings.inline_invocations and self._time_for_invocation(
+                    now
+                ):
                     invocations += 1
                     claimed = self._invoke(stored, draft, effects, owner, work)
                     continue
@@ -451,14 +584,40 @@ class Engine:
         return retry_at is None or retry_at <= now
 
     def _save(self, old: RunRecord, new: RunRecord) -> RunRecord | None:
+        """Save ``new`` over ``old``; None when the race was lost (or the save was refused
+        for good, in which case the run has been failed)."""
         if new == old:
             return old
         try:
             saved = self.runs.save(new, expected_version=old.version)
         except StaleRunError:
             return None
+        except RelayflowError as exc:
+            if getattr(exc, "transient", False):
+                raise
+            self._fail_unsaveable(old, exc)
+            return None
         self._observe(old, saved)
         return saved
+
+    def _fail_unsaveable(self, stored: RunRecord, exc: RelayflowError) -> None:
+        """The store refused a save for a reason no retry fixes: end the run ``failed``
+        (code ``run_save_refused``) from its last saved state, instead of leaving it leased
+        and re-driven after every lease expiry."""
+        rec = working_copy(stored)
+        message = f"the run could not be saved: {exc.message}"
+        effects = finish(
+            rec, "failed", self.clock.now_ms(), error=runtime_error("run_save_refused", message)
+        )
+        rec.lease = None
+        rec.dirty = False
+        try:
+            saved = self.runs.save(rec, expected_version=stored.version)
+        except StaleRunError:
+            return
+        _log.error("run %s failed: %s", stored.id, message)
+        self._observe(stored, saved)
+        self._apply_effects(effects, _Work(), driving=stored.id)
 
     def _let_go(
         self,
@@ -491,9 +650,15 @@ class Engine:
     ) -> tuple[RunRecord, RunRecord] | None:
         """Save the draft with the invocation begun, dispatch it, and settle the answer."""
         now = self.clock.now_ms()
+        lease_until, deadline = self._limits(now)
         start, sent = begin_invocation(draft, now, self.settings)
+        # While leased, the run is due for the sweeper only once the lease has expired.
+        wake_at = start.record.wake_at
         renewed = start.record.model_copy(
-            update={"lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms)}
+            update={
+                "lease": Lease(owner=owner, expires_at=lease_until),
+                "wake_at": None if wake_at is None else max(wake_at, lease_until),
+            }
         )
         saved = self._save(stored, renewed)
         if saved is None:
@@ -501,7 +666,7 @@ class Engine:
         self._apply_effects([*effects, *start.effects], work, driving=stored.id)
         if sent is None:
             return saved, saved
-        request = build_request(saved, now, self.settings).to_wire()
+        request = build_request(saved, now, self.settings, deadline=deadline).to_wire()
         dispatcher = self.dispatchers.resolve(
             workflow_id=saved.workflow_id, tenant_script=saved.tenant_meta.tenant_script
         )

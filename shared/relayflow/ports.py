@@ -99,7 +99,12 @@ class PayloadStore(Protocol):
 
 
 class AlarmClock(Protocol):
-    """One alarm per run at its earliest wake time; arming and disarming are idempotent."""
+    """Alarms of runs at their wake times; arming and disarming are idempotent.
+
+    ``disarm`` names the wake time it is for (None: every alarm of the run), so that a late
+    disarm never removes an alarm armed since for another wake; an alarm that fires and
+    finds nothing due is harmless.
+    """
 
     def arm(self, run_id: str, wake_at_ms: int) -> None:
         """Make the run's one alarm fire at ``wake_at_ms`` (never before, at most a second
@@ -107,8 +112,9 @@ class AlarmClock(Protocol):
         time already passed fires at once."""
         ...
 
-    def disarm(self, run_id: str) -> None:
-        """Remove the run's alarm; an alarm that fired or was never armed counts as removed."""
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
+        """Remove the run's alarm for ``wake_at_ms`` (None: every alarm of the run); an alarm
+        that fired or was never armed counts as removed."""
         ...
 
 
@@ -176,3 +182,60 @@ class RunObserver(Protocol):
     """Told about every save of a run (metrics, logs); must not raise or block."""
 
     def on_saved(self, before: RunRecord | None, after: RunRecord) -> None: ...
+
+
+@dataclass(frozen=True)
+class DeliveryEntry:
+    """What a delivery log holds for one ``(scope, key)``.
+
+    Attributes:
+        fingerprint: Digest of the request the key was first used with.
+        answer: The first answer recorded for it (None while the first request is under way).
+        held_until: Epoch ms until which the first request is presumed under way; after it an
+            unanswered entry may be claimed again (its request died before answering).
+    """
+
+    fingerprint: str
+    answer: Mapping[str, Any] | None
+    held_until: int
+
+
+@dataclass(frozen=True)
+class DeliveryClaim:
+    """The outcome of :meth:`DeliveryLog.claim`: ``won`` (this caller goes ahead) or the entry
+    another request wrote first."""
+
+    won: bool
+    existing: DeliveryEntry | None = None
+
+
+class DeliveryLog(Protocol):
+    """Delivery ids and ``Idempotency-Key`` answers, one item per ``(scope, key)``.
+
+    Each delivery costs one conditional write whatever the number before it; entries expire
+    at ``expires_at`` (epoch ms) with the retention of what they belong to.
+    """
+
+    def claim(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now_ms: int,
+        hold_ms: int,
+        expires_at: int | None,
+    ) -> DeliveryClaim:
+        """Take ``(scope, key)`` unless a request holds it or answered it already.
+
+        Wins when no entry exists, or when an unanswered entry's hold has passed.
+        """
+        ...
+
+    def record(self, scope: str, key: str, fingerprint: str, answer: Mapping[str, Any]) -> None:
+        """Store the first answer of a claimed key (later calls change nothing)."""
+        ...
+
+    def release(self, scope: str, key: str, fingerprint: str) -> None:
+        """Give up an unanswered claim (the request failed before changing anything)."""
+        ...

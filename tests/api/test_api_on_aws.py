@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -101,6 +102,8 @@ def _aws_env() -> dict[str, str]:
 
 
 def test_the_lambda_handler_over_the_aws_driver(aws: None, workflows: list[object]) -> None:
+    """The deployed wiring: the api function inserts runs and hands them to the drive
+    function (run here by the local Lambda client), waiting up to the inline budget."""
     import relayflow.adapters.aws as aws_adapters
 
     if not hasattr(aws_adapters, "build_aws_driver"):
@@ -109,28 +112,46 @@ def test_the_lambda_handler_over_the_aws_driver(aws: None, workflows: list[objec
     from relayflow.adapters.aws.tables import create_resources
     from relayflow.api import handler as handlers
     from relayflow.config import Settings
+    from relayflow.local.lambda_router import LocalLambdaClient
+    from relayflow.local.stack import LocalAwsClients
 
     env = _aws_env()
     settings = Settings.from_env(env)
     create_resources(AwsClients.from_settings(settings), settings)
-    handler = handlers.make_lambda_handler(lambda: handlers.build_app_from_env(env))
+    drive: list[Any] = []
+    local = LocalLambdaClient({"drive": lambda event, context: drive[0](event, context)})
+    driver = aws_adapters.build_aws_driver(settings, clients=LocalAwsClients(local, region=REGION))
+    drive.append(handlers.make_drive_handler(lambda: driver, settings=lambda: settings))
+    handler = handlers.make_lambda_handler(
+        lambda: handlers.build_app_from_env(env, driver=lambda: driver)
+    )
     ctx = FakeLambdaContext()
 
-    def call(method: str, path: str, body: object = None) -> object:
+    def call(method: str, path: str, body: object = None) -> Any:
         return decode(handler(http_event(method, path, body=body, token="moto-token"), ctx))
 
-    created = call(
-        "POST", "/api/runs", {"workflowId": "api.echo", "input": 5, "idempotencyKey": "k"}
-    )
-    again = call("POST", "/api/runs", {"workflowId": "api.echo", "input": 6, "idempotencyKey": "k"})
-    parked = call("POST", "/api/runs", {"workflowId": "api.signal"})
-    listed = call("GET", "/api/runs", None)
-    signalled = call("POST", f"/api/runs/{parked.body['id']}/signals", {"name": "go", "payload": 1})
-    missing = call("GET", "/api/runs/none", None)
+    try:
+        created = call(
+            "POST", "/api/runs", {"workflowId": "api.echo", "input": 5, "idempotencyKey": "k"}
+        )
+        again = call(
+            "POST", "/api/runs", {"workflowId": "api.echo", "input": 6, "idempotencyKey": "k"}
+        )
+        parked = call("POST", "/api/runs", {"workflowId": "api.signal"})
+        listed = call("GET", "/api/runs", None)
+        signalled = call(
+            "POST", f"/api/runs/{parked.body['id']}/signals", {"name": "go", "payload": 1}
+        )
+        missing = call("GET", "/api/runs/none", None)
+    finally:
+        # Waits for the asynchronous drives the api handed off.
+        local.close()
 
     assert (created.status, created.body["status"]) == (201, "completed")
     assert created.body["output"] == {"echo": 5}
     assert (again.status, again.body["input"]) == (200, 5)
+    assert parked.body["status"] == "waiting"
     assert {r["id"] for r in listed.body["runs"]} == {created.body["id"], parked.body["id"]}
-    assert signalled.body["status"] == "completed"
+    assert (signalled.status, signalled.body["delivery"]["status"]) == (200, "resolved")
     assert (missing.status, missing.body["error"]) == (404, "not_found")
+    assert driver.admin.get_run(parked.body["id"]).output == {"go": 1}

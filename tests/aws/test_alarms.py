@@ -56,7 +56,7 @@ def make_clock(scheduler: Any, **kwargs: Any) -> SchedulerAlarmClock:
 def test_arm_creates_a_one_time_schedule_for_the_drive_function(scheduler: Any) -> None:
     alarms = make_clock(scheduler)
     alarms.arm("run-1", T0 + 90_500)
-    schedule = scheduler.get_schedule(Name=schedule_name("run-1"), GroupName=GROUP)
+    schedule = scheduler.get_schedule(Name=schedule_name("run-1", T0 + 90_500), GroupName=GROUP)
     assert schedule["ScheduleExpression"] == "at(2026-01-01T00:01:31)"
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -70,26 +70,49 @@ def test_arm_creates_a_one_time_schedule_for_the_drive_function(scheduler: Any) 
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
 
 
-def test_re_arming_updates_the_same_schedule(scheduler: Any) -> None:
+def test_re_arming_one_wake_updates_its_schedule(scheduler: Any) -> None:
     alarms = make_clock(scheduler)
-    alarms.arm("run-1", T0 + 60_000)
     alarms.arm("run-1", T0 + 3_600_000)
     alarms.arm("run-1", T0 + 3_600_000)
     listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
-    assert [s["Name"] for s in listed] == [schedule_name("run-1")]
+    assert [s["Name"] for s in listed] == [schedule_name("run-1", T0 + 3_600_000)]
     assert alarms.armed_at("run-1") == "at(2026-01-01T01:00:00)"
-    schedule = scheduler.get_schedule(Name=schedule_name("run-1"), GroupName=GROUP)
+    schedule = scheduler.get_schedule(Name=schedule_name("run-1", T0 + 3_600_000), GroupName=GROUP)
     assert json.loads(schedule["Target"]["Input"])["wakeAt"] == T0 + 3_600_000
+
+
+def test_each_wake_has_its_own_schedule_and_a_late_disarm_spares_a_newer_one(
+    scheduler: Any,
+) -> None:
+    alarms = make_clock(scheduler)
+    alarms.arm("run-1", T0 + 60_000)
+    # Another process parks the run again for a later wake, then this process's disarm of
+    # the first wake arrives late: the newer alarm must survive it.
+    alarms.arm("run-1", T0 + 3_600_000)
+    alarms.disarm("run-1", T0 + 60_000)
+    listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
+    assert [s["Name"] for s in listed] == [schedule_name("run-1", T0 + 3_600_000)]
+    assert alarms.armed_at("run-1") == "at(2026-01-01T01:00:00)"
 
 
 def test_disarm_deletes_and_is_idempotent(scheduler: Any) -> None:
     alarms = make_clock(scheduler)
     alarms.arm("run-1", T0 + 60_000)
-    alarms.disarm("run-1")
+    alarms.disarm("run-1", T0 + 60_000)
     assert alarms.armed_at("run-1") is None
-    alarms.disarm("run-1")
-    alarms.disarm("never-armed")
+    alarms.disarm("run-1", T0 + 60_000)
+    alarms.disarm("never-armed", T0)
     assert scheduler.list_schedules(GroupName=GROUP)["Schedules"] == []
+
+
+def test_disarm_without_a_wake_time_removes_every_alarm_of_the_run(scheduler: Any) -> None:
+    alarms = make_clock(scheduler)
+    alarms.arm("run-1", T0 + 60_000)
+    alarms.arm("run-1", T0 + 120_000)
+    alarms.arm("run-10", T0 + 60_000)
+    alarms.disarm("run-1")
+    listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
+    assert [s["Name"] for s in listed] == [schedule_name("run-10", T0 + 60_000)]
 
 
 def test_a_past_wake_time_drives_at_once_instead_of_arming(scheduler: Any) -> None:
@@ -99,7 +122,9 @@ def test_a_past_wake_time_drives_at_once_instead_of_arming(scheduler: Any) -> No
     alarms.arm("run-1", T0 - 5)
     alarms.arm("run-2", T0)
     assert due == [("run-1", T0 - 5), ("run-2", T0)]
-    assert alarms.armed_at("run-1") is None, "the later alarm is no longer needed"
+    # The earlier schedule is left to fire and find nothing due: deleting it could race
+    # with another process arming it again.
+    assert alarms.armed_at("run-1") == "at(2026-01-01T00:01:00)"
     assert alarms.armed_at("run-2") is None
 
 
@@ -150,17 +175,20 @@ def test_at_expressions_are_utc_rounded_up_to_the_second(wake_at: int, expressio
     ],
 )
 def test_schedule_names_are_valid_and_stable(run_id: str) -> None:
-    name = schedule_name(run_id)
+    name = schedule_name(run_id, T0)
     assert 1 <= len(name) <= 64
     assert all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
-    assert name == schedule_name(run_id)
+    assert name == schedule_name(run_id, T0)
 
 
-def test_schedule_names_of_similar_ids_differ() -> None:
+def test_schedule_names_of_similar_ids_or_other_wakes_differ() -> None:
     a, b = "p/invoke:c:1", "p_invoke_c_1"
-    assert schedule_name(a) != schedule_name(b)
-    assert schedule_name("x" * 100 + "a") != schedule_name("x" * 100 + "b")
-    assert schedule_name("run-1").startswith("rf-run-1-")
+    assert schedule_name(a, T0) != schedule_name(b, T0)
+    assert schedule_name("x" * 100 + "a", T0) != schedule_name("x" * 100 + "b", T0)
+    assert schedule_name("run-1", T0).startswith("rf-run-1-")
+    assert schedule_name("run-1", T0) != schedule_name("run-1", T0 + 1_000)
+    # One name per wake second, as Scheduler's precision is a second.
+    assert schedule_name("run-1", T0 + 1) == schedule_name("run-1", T0 + 999)
 
 
 @pytest.mark.parametrize(
@@ -230,5 +258,5 @@ def test_the_client_is_created_on_first_use(scheduler: Any) -> None:
     )
     assert created == []
     alarms.arm("r", T0 + 5_000)
-    alarms.disarm("r")
+    alarms.disarm("r", T0 + 5_000)
     assert len(created) == 1

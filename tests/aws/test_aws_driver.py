@@ -45,7 +45,7 @@ def test_a_sleeping_run_is_stored_alarmed_and_woken(aws: None) -> None:
     run = driver.trigger("aws.driver.nap", {"n": 1}, run_id="nap-1")
     assert run.status == "waiting"
     schedule = clients.scheduler().get_schedule(
-        Name=schedule_name("nap-1"), GroupName=SETTINGS.schedule_group
+        Name=schedule_name("nap-1", T0 + 600_000), GroupName=SETTINGS.schedule_group
     )
     assert schedule["ScheduleExpression"] == "at(2026-01-01T00:10:00)"
     event = json.loads(schedule["Target"]["Input"])

@@ -6,6 +6,7 @@ import pytest
 
 from relayflow import config
 from relayflow.config import DispatchTarget, Settings
+from relayflow.core.settings import CoreSettings
 from relayflow.errors import ValidationError
 
 
@@ -48,6 +49,20 @@ def test_every_variable_is_read() -> None:
         config.ENV_REGION: "us-east-2",
         config.ENV_RECURRING_SCHEDULE_GROUP: "relayflow-schedules",
         config.ENV_ALARM_QUEUE_URL: "https://sqs.us-east-2.amazonaws.com/123456789012/alarms",
+        config.ENV_DRIVE_BUDGET: "5m",
+        config.ENV_SWEEP_BUDGET: "1m",
+        config.ENV_LAMBDA_MARGIN: "4s",
+        config.ENV_INVOCATION_TIMEOUT: "4m",
+        config.ENV_LEASE: "6m",
+        config.ENV_LEASE_GRACE: "10s",
+        config.ENV_CHILD_RECHECK: "1h",
+        config.ENV_OPERATIONS_LIMIT: "500",
+        config.ENV_INBOX_LIMIT: "20",
+        config.ENV_RECENT_DELIVERY_IDS: "8",
+        config.ENV_DELIVERY_ID_MEMORY: "30d",
+        config.ENV_DISPATCH_MAX_ATTEMPTS: "3",
+        config.ENV_DISPATCH_BACKOFF: "2s",
+        config.ENV_DISPATCH_BACKOFF_MAX: "1m",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -76,6 +91,36 @@ def test_every_variable_is_read() -> None:
     assert settings.recurring_schedule_group == "relayflow-schedules"
     assert settings.alarm_queue_url == env[config.ENV_ALARM_QUEUE_URL]
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
+    assert settings.core_settings() == CoreSettings(
+        operations_limit=500,
+        inbox_limit=20,
+        seen_ids_limit=8,
+        dispatch_max_attempts=3,
+        dispatch_backoff_initial_ms=2_000,
+        dispatch_backoff_max_ms=60_000,
+        invocation_timeout_ms=240_000,
+        lease_ms=360_000,
+        lease_grace_ms=10_000,
+        drive_budget_ms=300_000,
+        child_reconcile_ms=3_600_000,
+    )
+    assert (settings.sweep_budget_ms, settings.lambda_margin_ms) == (60_000, 4_000)
+    assert settings.delivery_id_memory_ms == 30 * 86_400_000
+
+
+def test_a_budget_is_capped_by_the_lambdas_remaining_time_less_the_margin() -> None:
+    class Context:
+        def __init__(self, remaining: int) -> None:
+            self.remaining = remaining
+
+        def get_remaining_time_in_millis(self) -> int:
+            return self.remaining
+
+    settings = Settings(lambda_margin_ms=3_000)
+    assert settings.budget_ms(840_000, Context(900_000)) == 840_000
+    assert settings.budget_ms(840_000, Context(60_000)) == 57_000
+    assert settings.budget_ms(10_000, Context(1_000)) == 0
+    assert settings.budget_ms(10_000, None) == 10_000
 
 
 @pytest.mark.parametrize(

@@ -140,7 +140,6 @@ def test_tenant_error_message_names_the_status() -> None:
         (500, {"error": "executor_error", "message": "boom"}),
         (429, b"slow down"),
         requests.ConnectTimeout("connect timed out"),
-        requests.ReadTimeout("read timed out"),
         requests.ConnectionError("refused"),
     ],
 )
@@ -149,6 +148,26 @@ def test_transient_failures_are_retried_then_succeed(failure: Any) -> None:
     assert d.dispatch(REQUEST) == (200, {"status": "completed"})
     assert len(adapter.sent) == 3
     assert sleeps.delays == [0.2, 0.4]
+
+
+def test_a_read_timeout_is_not_retried_while_the_host_may_still_run_the_request() -> None:
+    d, adapter, sleeps = dispatcher([requests.ReadTimeout("read timed out"), (200, {})])
+    with pytest.raises(DispatchError) as caught:
+        d.dispatch(REQUEST)
+    assert caught.value.transient is True
+    assert len(adapter.sent) == 1
+    assert sleeps.delays == []
+
+
+def test_the_read_timeout_lasts_until_the_request_deadline_plus_the_grace() -> None:
+    now_s = 1_700_000_000.0
+    d, adapter, _ = dispatcher(
+        [(200, {})], connect_timeout=1.0, read_timeout=2.0, clock=lambda: now_s
+    )
+    # A deadline 600 s away: a dispatcher with a 60 s read timeout used to give up (and
+    # retry) while the host was still within its deadline.
+    d.dispatch({**REQUEST, "deadline": int(now_s * 1000) + 600_000})
+    assert adapter.timeouts == [(1.0, 602.0)]
 
 
 def test_transient_failures_raise_after_the_bounded_retries() -> None:

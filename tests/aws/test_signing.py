@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 
 import pytest
 
@@ -148,3 +149,25 @@ def test_empty_secrets_are_refused(secret: str | None) -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValidationError, match="signing mode"):
         RequestSigner(SECRET, mode="md5")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["relayflow", "voyant"])
+def test_a_signed_request_is_refused_once_its_deadline_has_passed(mode: str) -> None:
+    now_s = 1_700_000_000
+    body = json.dumps({"runId": "r1", "deadline": now_s * 1000 + 30_000}).encode()
+    signed = RequestSigner("k", mode=mode, clock=lambda: now_s)  # type: ignore[arg-type]
+    headers = signed.headers(body)
+    RequestSigner("k", mode=mode, clock=lambda: now_s + 29).verify(headers, body)  # type: ignore[arg-type]
+    late = RequestSigner("k", mode=mode, clock=lambda: now_s + 31)  # type: ignore[arg-type]
+    with pytest.raises(SignatureError, match="deadline passed"):
+        late.verify(headers, body)
+
+
+def test_a_relayflow_signature_is_never_accepted_after_five_minutes() -> None:
+    now_s = 1_700_000_000
+    # Even with a deadline far ahead, the timestamp window ends the replay.
+    body = json.dumps({"runId": "r1", "deadline": (now_s + 3_600) * 1000}).encode()
+    headers = RequestSigner("k", clock=lambda: now_s).headers(body)
+    RequestSigner("k", clock=lambda: now_s + 300).verify(headers, body)
+    with pytest.raises(SignatureError, match="stale"):
+        RequestSigner("k", clock=lambda: now_s + 301).verify(headers, body)

@@ -124,3 +124,27 @@ def test_the_timer_simulation_and_sleep_costs_measure_something() -> None:
     assert handoff.requests["sqs.SendMessage"] == 1
     assert handoff.lambda_invocations == 2
     assert all(c.dollars_per_million() > 0 for c in costs.values())
+
+
+def test_the_time_figure_measures_at_small_sizes() -> None:
+    from bench import fig_time
+
+    trigger_s, status = fig_time.measure_trigger(0.3, 100)
+    acks, consumed, distinct = fig_time.measure_acks(5, 10_000)
+    sweep_s, found = fig_time.measure_sweep(20)
+    result = fig_time.TimeResult(
+        step_s=0.3,
+        budget_ms=100,
+        trigger_s=trigger_s,
+        trigger_status=status,
+        acks=acks,
+        consumed=consumed,
+        distinct=distinct,
+        first_delivery=(2, 2),
+        later_delivery=(2, 2),
+        sweep_s=sweep_s,
+        swept_lost=found,
+    )
+    rendered = render(fig_time.rows(result))
+    assert len(acks) == 5 and consumed == distinct == 5 and found
+    assert "6 time" in rendered

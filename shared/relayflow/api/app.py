@@ -28,8 +28,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic.json_schema import models_json_schema
 
 from relayflow import __version__
+from relayflow.api import idempotency
 from relayflow.api.auth import Authenticator, Principal
-from relayflow.api.context import MAX_BODY_BYTES, ApiContext, WaitPolicy
+from relayflow.api.context import (
+    DEFAULT_INLINE_BUDGET_MS,
+    MAX_BODY_BYTES,
+    ApiContext,
+    WaitPolicy,
+)
 from relayflow.api.errors import (
     ApiError,
     ForbiddenError,
@@ -48,6 +54,12 @@ from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import schedules as schedules_routes
 from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import tokens as tokens_routes
+from relayflow.deliveries import (
+    Deliveries,
+    IdempotencyKeyReusedError,
+    Replay,
+    RequestInProgressError,
+)
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
@@ -88,6 +100,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         logger: Logger,
         cors: CORSConfig | None,
         max_body_bytes: int,
+        deliveries: Deliveries | None = None,
     ) -> None:
         # Before ``super().__init__``: it assigns ``context`` and ``processed_stack_frames``.
         self._request = _RequestState()
@@ -102,7 +115,10 @@ class RelayflowResolver(APIGatewayHttpResolver):
         self.metrics = metrics
         self.logger = logger
         self.max_body_bytes = max_body_bytes
+        self.deliveries = deliveries
         self._openapi_cache: dict[str, Any] | None = None
+        # The key a request holds while it runs (requests may be served on several threads).
+        self._claims = threading.local()
 
     # -- per-thread request state ------------------------------------------------------------
 
@@ -151,6 +167,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         started = time.monotonic()
         request_id = _request_id(event, context)
         self.logger.thread_safe_append_keys(request_id=request_id)
+        self._claims.current = None
         try:
             event = _normalise_event(event)
             # Powertools sets these on its shared class; this thread reads its own copies.
@@ -162,6 +179,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             answer = _raw_error(500, "internal_error", "internal error", request_id)
         finally:
             self.metrics.flush()
+            self._settle_claim(answer if "answer" in locals() else {})
         self.logger.info(
             "request",
             extra={
@@ -178,9 +196,12 @@ class RelayflowResolver(APIGatewayHttpResolver):
         method = self.current_event.http_method.upper()
         path = self._remove_prefix(self.current_event.path)
         try:
-            self._check_request(method, path)
+            principal = self._check_request(method, path)
+            replay = self._claim(method, path, principal)
         except ApiError as exc:
             return self._answer_error(method, path, exc)
+        if replay is not None:
+            return self._answer_replay(method, path, replay)
         return super()._resolve()
 
     def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder[Any]:
@@ -194,14 +215,82 @@ class RelayflowResolver(APIGatewayHttpResolver):
                     )
         return super()._call_route(route, route_arguments)
 
+    # -- Idempotency-Key -------------------------------------------------------------------
+
+    def _claim(self, method: str, path: str, principal: Principal | None) -> Replay | None:
+        """Claim the request's key; the first answer when it was answered before."""
+        if self.deliveries is None or method != "POST" or path.startswith("/api/manifests"):
+            return None
+        try:
+            claim = idempotency.request_key(
+                method,
+                path,
+                self.current_event.headers,
+                self.current_event.json_body if self.current_event.get("body") else None,
+                principal.name if principal is not None else "-",
+            )
+        except idempotency.KeyProblem as exc:
+            raise ApiError(400, "invalid_idempotency_key", str(exc)) from None
+        if claim is None:
+            return None
+        try:
+            replay = self.deliveries.begin(claim.scope, claim.key, claim.digest)
+        except IdempotencyKeyReusedError as exc:
+            raise ApiError(422, exc.code, exc.message) from None
+        except RequestInProgressError as exc:
+            raise ApiError(409, exc.code, exc.message, headers={"Retry-After": "1"}) from None
+        if replay is None:
+            self._claims.current = claim
+        return replay
+
+    def _settle_claim(self, answer: Mapping[str, Any]) -> None:
+        """Store a 2xx answer on the request's key, or give the key up."""
+        claim: idempotency.Claim | None = getattr(self._claims, "current", None)
+        self._claims.current = None
+        if claim is None or self.deliveries is None:
+            return
+        stored = idempotency.stored_answer(answer)
+        try:
+            if stored is None:
+                self.deliveries.abandon(claim.scope, claim.key, claim.digest)
+            else:
+                self.deliveries.finish(claim.scope, claim.key, claim.digest, stored)
+        except RelayflowError:
+            # The answer is already decided; an unrecorded key is claimable after its hold.
+            self.logger.exception("the idempotency key could not be settled")
+
+    def _answer_replay(self, method: str, path: str, replay: Replay) -> ResponseBuilder[Any]:
+        status, content_type, body = idempotency.replayed(replay)
+
+        def again() -> Response[Any]:
+            return Response(
+                status_code=status,
+                content_type=content_type,
+                body=body,
+                headers={idempotency.REPLAYED_HEADER: "true"},
+            )
+
+        route = Route(
+            method=method,
+            path=path,
+            rule=self._compile_regex(r".*"),
+            func=again,
+            cors=self._cors_enabled,
+            compress=False,
+            enable_validation=False,
+        )
+        self.append_context(_route=route, _path=path)  # type: ignore[no-untyped-call]
+        return self._call_route(route=route, route_arguments={})
+
     # -- pre-routing checks ----------------------------------------------------------------
 
-    def _check_request(self, method: str, path: str) -> None:
+    def _check_request(self, method: str, path: str) -> Principal | None:
+        """Refuse what must not reach a route; returns the authenticated caller, if any."""
         route, others = self._match(method, path)
         if route is None and not others:
             raise ApiError(404, "route_not_found", f"no route for {method} {path}")
         if route is None and method == "OPTIONS" and self._cors_enabled:
-            return  # the resolver answers the CORS preflight itself
+            return None  # the resolver answers the CORS preflight itself
         secured = [r for r in ([route] if route else others) if r.security]
         principal = self._authenticate() if secured else None
         if route is None:
@@ -216,6 +305,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             self._authorise(route, principal)
         if method in _BODY_METHODS:
             self._check_body(route)
+        return principal
 
     def _match(self, method: str, path: str) -> tuple[Route | None, list[Route]]:
         """The route of (method, path), and the routes of the path with other methods."""
@@ -325,6 +415,9 @@ def create_app(
     logger: Logger | None = None,
     wait: WaitPolicy | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    deliveries: Deliveries | None = None,
+    hand_off: bool = False,
+    inline_budget_ms: int = DEFAULT_INLINE_BUDGET_MS,
 ) -> RelayflowResolver:
     """Build the HTTP API over a driver.
 
@@ -338,6 +431,11 @@ def create_app(
         logger: Structured logger (a JSON Powertools logger by default).
         wait: Polling policy of ``waitMs`` (clock and sleep injectable).
         max_body_bytes: Bodies over this answer 413 ``payload_too_large``.
+        deliveries: Where ``Idempotency-Key``s are claimed (the driver's by default).
+        hand_off: Never drive runs in this process: a run that needs driving is handed to
+            the drive function and the request waits up to the inline budget for it to
+            settle (the deployed api function; see README "Time limits").
+        inline_budget_ms: How long a request drives (or waits for) its run, at most.
 
     Returns:
         The resolver; call ``resolve(event, context)`` with API Gateway v2 events.
@@ -351,7 +449,12 @@ def create_app(
     if engine is not None:
         engine.add_observer(RunMetrics(metrics))
     app = RelayflowResolver(
-        auth=auth, metrics=metrics, logger=logger, cors=cors, max_body_bytes=max_body_bytes
+        auth=auth,
+        metrics=metrics,
+        logger=logger,
+        cors=cors,
+        max_body_bytes=max_body_bytes,
+        deliveries=deliveries or getattr(driver, "deliveries", None),
     )
     ctx = ApiContext(
         driver=driver,
@@ -360,6 +463,8 @@ def create_app(
         logger=logger,
         wait=wait or WaitPolicy(),
         version=__version__,
+        hand_off=hand_off,
+        inline_budget_ms=inline_budget_ms,
     )
     app.include_router(runs_routes.build_router(ctx))
     app.include_router(tokens_routes.build_router(ctx))
@@ -437,9 +542,11 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     (declared with the error model), so the 422s and their schemas go. Bodies validated by
     the events module reference their documentation models, added here as components.
     """
-    for operations in doc.get("paths", {}).values():
-        for operation in operations.values():
+    for path, operations in doc.get("paths", {}).items():
+        for method, operation in operations.items():
             operation.get("responses", {}).pop("422", None)
+            if method == "post" and not path.startswith("/api/manifests"):
+                _declare_idempotency(operation)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
@@ -455,6 +562,34 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
 def _requires_body(route: Route) -> bool:
     """True when ``route`` declares a body parameter without a default."""
     return any(param.required for param in route.dependant.body_params)
+
+
+def _declare_idempotency(operation: dict[str, Any]) -> None:
+    """Document the ``Idempotency-Key`` header and its answers on a run-changing ``POST``."""
+    error = {"application/json": {"schema": {"$ref": COMPONENT_REF + "ErrorResponse"}}}
+    operation.setdefault("parameters", []).append(
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": (
+                "makes the request retry-safe: a repeat with the same key and body gets the "
+                "first 2xx answer again, marked Idempotent-Replayed: true"
+            ),
+            "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
+        }
+    )
+    responses = operation.setdefault("responses", {})
+    responses["422"] = {
+        "description": "idempotency_key_reused: the key was used with another request",
+        "content": error,
+    }
+    conflict = responses.get("409")
+    note = "request_in_progress: the first request with this key has not answered yet"
+    if conflict is None:
+        responses["409"] = {"description": note, "content": error}
+    else:
+        conflict["description"] = f"{conflict.get('description', '')}; {note}".lstrip("; ")
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,11 +27,11 @@ class Backend:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def trigger(self, request: TriggerRunRequest) -> tuple[RunDetail, bool]:
+    def trigger(self, request: TriggerRunRequest, *, drive: bool = True) -> tuple[RunDetail, bool]:
         """Start a run; returns it after the inline drive and whether this call created it.
 
         A keyed trigger (idempotency key or explicit run id) whose run already exists gets
-        that run back untouched.
+        that run back untouched; ``created`` is the engine's word (the insert that won).
         """
         existing = None
         if request.idempotency_key or request.run_id:
@@ -45,15 +45,16 @@ class Backend:
         if existing is None:
             # Refused at once (404), rather than a run that fails at its first step.
             self.driver.check_runnable(request.workflow_id, request.environment)
-        run = self.driver.trigger(
+        run, created = self.driver.start(
             request.workflow_id,
             request.input,
             idempotency_key=request.idempotency_key,
             tags=tuple(request.tags),
             environment=request.environment,
             run_id=request.run_id,
+            drive=drive,
         )
-        return run, existing is None
+        return run, created
 
     def get_run(self, run_id: str) -> RunDetail:
         """The run; raises ``RunNotFoundError``."""
@@ -103,9 +104,11 @@ class Backend:
         """Deliver an event to one run."""
         return self.driver.send_event(run_id, event_type, payload, event_id=event_id)
 
-    def send_signal(self, run_id: str, name: str, payload: Any) -> Delivery:
+    def send_signal(
+        self, run_id: str, name: str, payload: Any, signal_id: str | None = None
+    ) -> Delivery:
         """Deliver a signal to one run."""
-        return self.driver.send_signal(run_id, name, payload)
+        return self.driver.send_signal(run_id, name, payload, signal_id=signal_id)
 
     def complete_token(self, run_id: str | None, token_id: str, payload: Any) -> Delivery:
         """Complete a token (``run_id`` None: the token id locates its run)."""
@@ -126,12 +129,18 @@ class Backend:
 
     # -- events and manifests ---------------------------------------------------------------
 
-    def ingest(self, body: Any) -> dict[str, Any]:
-        """Validate an ingest body (reference order and messages) and ingest the event."""
+    def ingest(self, body: Any) -> tuple[dict[str, Any], int]:
+        """Validate an ingest body (reference order and messages) and ingest the event;
+        returns the result and the number of runs it created."""
         request = validate_ingest_body(body)
-        return self.driver.ingest_event(
-            request.environment, request.envelope, idempotency_key=request.idempotency_key
+        created: list[str] = []
+        result = self.driver.ingest_event(
+            request.environment,
+            request.envelope,
+            idempotency_key=request.idempotency_key,
+            on_created=created.append,
         )
+        return result, len(created)
 
     def register_manifest(self, body: Any) -> str:
         """Validate ``{environment, manifest}`` and register; returns the ``versionId``."""

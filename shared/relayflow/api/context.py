@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,8 @@ from relayflow.api.metrics import MetricsSink
 MAX_BODY_BYTES = 256 * 1024
 #: Time kept free before the Lambda deadline when a caller asked to wait.
 DEADLINE_MARGIN_MS = 2_000
+#: How long a request drives or waits for its run unless configured otherwise.
+DEFAULT_INLINE_BUDGET_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class ApiContext:
         logger: Structured logger (run and workflow ids are added as keys per request).
         wait: The ``waitMs`` polling policy.
         version: The relayflow version reported by ``/api/healthz``.
+        hand_off: Drive nothing in this process: runs are handed to the drive function.
+        inline_budget_ms: How long a request may drive (or wait for) its run.
     """
 
     driver: Any
@@ -56,3 +61,25 @@ class ApiContext:
     logger: Logger
     wait: WaitPolicy
     version: str
+    hand_off: bool = False
+    inline_budget_ms: int = DEFAULT_INLINE_BUDGET_MS
+
+    def budget_ms(self, lambda_context: Any) -> int:
+        """This request's budget: the inline one, capped by the function's remaining time
+        less a margin (the request must answer before its Lambda is stopped)."""
+        remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+        budget = self.inline_budget_ms
+        if callable(remaining):
+            budget = min(budget, max(0, int(remaining()) - DEADLINE_MARGIN_MS))
+        return budget
+
+    def drive_scope(self, lambda_context: Any) -> AbstractContextManager[None]:
+        """The scope a run-changing call runs in: handing off, or driving within budget."""
+        engine = getattr(self.driver, "engine", None)
+        if engine is None:
+            return nullcontext()
+        if self.hand_off:
+            scope: AbstractContextManager[None] = engine.handing_off()
+            return scope
+        bounded: AbstractContextManager[None] = engine.budget(self.budget_ms(lambda_context))
+        return bounded

@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 
 from relayflow.api.models import ErrorResponse, FieldProblem
 from relayflow.core.inbox import InboxFullError
+from relayflow.deliveries import IdempotencyKeyReusedError, RequestInProgressError
 from relayflow.errors import (
     DriverShutdownError,
     NotParkedError,
@@ -89,6 +90,8 @@ DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (StaleRunError, 409, "conflict"),
     (RunAlreadyExistsError, 409, "run_exists"),
     (DriverShutdownError, 503, "unavailable"),
+    (IdempotencyKeyReusedError, 422, None),
+    (RequestInProgressError, 409, None),
 )
 
 

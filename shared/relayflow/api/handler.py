@@ -19,7 +19,7 @@ from relayflow.api.app import RelayflowResolver, create_app
 from relayflow.api.drive_events import handle_drive_event
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.settings import ApiSettings
-from relayflow.config import Settings, import_workflow_modules
+from relayflow.config import Settings, current_settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
 from relayflow.observability import RunMetrics
 
@@ -62,8 +62,13 @@ def build_app_from_env(
     driver: Callable[[], WorkflowDriver] | None = None,
     metrics: MetricsSink | None = None,
 ) -> RelayflowResolver:
-    """The HTTP API of this deployment: AWS driver, auth and CORS from ``env``."""
+    """The HTTP API of this deployment: AWS driver, auth and CORS from ``env``.
+
+    The api function drives nothing itself: a run that needs driving is handed to the drive
+    function, and a new run is waited for up to the inline budget (README "Time limits").
+    """
     api = ApiSettings.from_env(env)
+    settings = Settings.from_env(env)
     workflow_driver = driver() if driver is not None else build_driver_from_env(env)
     return create_app(
         workflow_driver,
@@ -71,6 +76,8 @@ def build_app_from_env(
         auth=api.authenticator(),
         cors=api.cors(),
         metrics=metrics,
+        hand_off=True,
+        inline_budget_ms=settings.inline_drive_budget_ms,
     )
 
 
@@ -94,32 +101,58 @@ def make_lambda_handler(factory: Callable[[], RelayflowResolver]) -> Handler:
 
 
 def make_drive_handler(
-    factory: Callable[[], WorkflowDriver], *, metrics: MetricsSink | None = None
+    factory: Callable[[], WorkflowDriver],
+    *,
+    metrics: MetricsSink | None = None,
+    settings: Callable[[], Settings] = current_settings,
 ) -> Handler:
     """The drive function: alarms, hand-offs and schedule firings, directly or as SQS
-    batches (see :mod:`relayflow.api.drive_events`)."""
+    batches (see :mod:`relayflow.api.drive_events`), within ``drive_budget_ms`` capped by the
+    function's remaining time less ``lambda_margin_ms``."""
     sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
+        engine = driver.get().engine
+        config = settings()
         try:
-            return handle_drive_event(driver.get(), event, context, sink.get())
+            with engine.budget(config.budget_ms(config.drive_budget_ms, context)):
+                return handle_drive_event(driver.get(), event, context, sink.get())
         finally:
             sink.get().flush()
 
     return handler
 
 
+def _drive_all(engine: Any, payloads: list[Mapping[str, Any]], sink: MetricsSink) -> list[Any]:
+    """Drive the run of each payload; returns ``{runId, status}`` per payload."""
+    results: list[dict[str, Any]] = []
+    for payload in payloads:
+        sink.count(m.ALARMS_FIRED)
+        record = engine.drive_from_event(payload)
+        status = record.status if record is not None else "not_found"
+        _log.info("alarm handled", extra={"run_id": payload.get("runId"), "status": status})
+        results.append({"runId": payload.get("runId"), "status": status})
+    return results
+
+
 def make_sweeper_handler(
-    factory: Callable[[], WorkflowDriver], *, metrics: MetricsSink | None = None
+    factory: Callable[[], WorkflowDriver],
+    *,
+    metrics: MetricsSink | None = None,
+    settings: Callable[[], Settings] = current_settings,
 ) -> Handler:
-    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver)."""
+    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver),
+    within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
     sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-sweeper"))
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
+        engine = driver.get().engine
+        config = settings()
         try:
-            swept = driver.get().engine.sweep()
+            with engine.budget(config.budget_ms(config.sweep_budget_ms, context)):
+                swept = engine.sweep()
         finally:
             sink.get().flush()
         _log.info("sweep finished", extra={"runs": len(swept)})

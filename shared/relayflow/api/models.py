@@ -116,7 +116,12 @@ class SendEventRequest(RequestModel):
 
     event_type: str = Field(min_length=1, max_length=256)
     payload: Any = None
-    event_id: str | None = Field(default=None, min_length=1, max_length=512)
+    event_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="delivery id: a repeat is answered with the first delivery's answer",
+    )
 
 
 class SendSignalRequest(RequestModel):
@@ -124,6 +129,12 @@ class SendSignalRequest(RequestModel):
 
     name: str = Field(min_length=1, max_length=256)
     payload: Any = None
+    signal_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="delivery id: a repeat is answered with the first delivery's answer",
+    )
 
 
 class CompleteTokenRequest(RequestModel):

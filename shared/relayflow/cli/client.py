@@ -6,8 +6,10 @@ nothing about how results are printed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +17,8 @@ import requests
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT_S = 30.0
+#: Answers after which a write is sent again, with the same ``Idempotency-Key``.
+RETRIED_STATUSES = frozenset({0, 409, 502, 503, 504})
 
 
 class ApiError(Exception):
@@ -37,12 +41,20 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class ApiClient:
-    """Calls one relayflow deployment at ``url`` with an optional bearer ``token``."""
+    """Calls one relayflow deployment at ``url`` with an optional bearer ``token``.
+
+    Every ``POST`` carries a fresh ``Idempotency-Key``; when no answer comes back (or a
+    503/502/504, or 409 ``request_in_progress``) it is sent again up to ``retries`` times
+    with the same key, so a retry never starts or delivers anything twice.
+    """
 
     url: str = DEFAULT_URL
     token: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     session: requests.Session | None = None
+    retries: int = 2
+    retry_delay_s: float = 1.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     def request(
         self,
@@ -57,6 +69,30 @@ class ApiClient:
         headers = {"accept": "application/json"}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
+        if method.upper() != "POST":
+            return self._send(method, path, body, params, timeout_s, headers)
+        headers["idempotency-key"] = f"cli-{secrets.token_urlsafe(18)}"
+        for attempt in range(self.retries + 1):
+            try:
+                return self._send(method, path, body, params, timeout_s, headers)
+            except ApiError as exc:
+                retried = exc.status in RETRIED_STATUSES and (
+                    exc.status != 409 or exc.code == "request_in_progress"
+                )
+                if not retried or attempt == self.retries:
+                    raise
+            self.sleep(self.retry_delay_s * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, Any] | None,
+        timeout_s: float | None,
+        headers: dict[str, str],
+    ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         http = self.session or requests
         try:

@@ -10,9 +10,9 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from relayflow.adapters.memory.clock import utc_now
 from relayflow.cli.client import ApiClient
 from relayflow.cli.render import (
     TERMINAL_STATUSES,
@@ -262,4 +262,4 @@ def _finish(
 
 
 def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_now().isoformat(timespec="milliseconds").replace("+00:00", "Z")

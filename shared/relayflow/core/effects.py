@@ -31,9 +31,14 @@ class ArmAlarm:
 
 @dataclass(frozen=True)
 class DisarmAlarm:
-    """Remove the run's alarm (the run ended or needs no wake-up)."""
+    """Remove the run's alarm armed at ``wake_at`` (the run ended or needs no wake-up).
+
+    Naming the wake time keeps a late disarm from removing an alarm armed since for
+    another wake time.
+    """
 
     run_id: str
+    wake_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,7 @@ def park(record: RunRecord, now: int) -> list[Effect]:
 def arm(record: RunRecord, wake_at: int) -> ArmAlarm:
     """The effect arming the run's alarm at ``wake_at``; marks the alarm armed (mutates it)."""
     record.alarm_armed = True
+    record.alarm_at = wake_at
     return ArmAlarm(record.id, wake_at)
 
 
@@ -141,7 +142,8 @@ def disarm(record: RunRecord) -> list[Effect]:
     if not record.alarm_armed:
         return []
     record.alarm_armed = False
-    return [DisarmAlarm(record.id)]
+    wake_at, record.alarm_at = record.alarm_at, None
+    return [DisarmAlarm(record.id, wake_at)]
 
 
 def child_spec(record: RunRecord, wait: Waitpoint) -> tuple[TriggerSpec, bool]:

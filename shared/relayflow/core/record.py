@@ -147,6 +147,9 @@ class RunRecord(RecordModel):
     #: Whether an alarm may be armed for the run: only then does ending it disarm one (a run
     #: that never waited costs no Scheduler call).
     alarm_armed: bool = False
+    #: The wake time the alarm was last armed for: a disarm names it, so that it can never
+    #: remove an alarm armed since for another wake time.
+    alarm_at: int | None = None
     applied_metadata_ids: list[str] = Field(default_factory=list)
     positional_metadata_applied: int = 0
     compensations: list[CompensationReport] = Field(default_factory=list)

@@ -15,13 +15,22 @@ class CoreSettings:
         operations_limit: Invocations, step attempts and wait resolutions a run may use
             before it fails with ``operations_limit_exceeded``.
         inbox_limit: Early injections buffered per run; more are refused.
-        seen_ids_limit: Consumed injection ids remembered per run for deduplication.
+        seen_ids_limit: Consumed injection ids also kept on the run: delivery ids are
+            remembered for the run's life in the delivery log; these close the window
+            between claiming an id there and delivering it.
         dispatch_max_attempts: Attempts of one invocation when the host is unreachable or
             answers 429/5xx, before the run fails with ``handler_error``.
         dispatch_backoff_initial_ms: Delay after the first transient dispatch failure.
         dispatch_backoff_max_ms: Cap of the exponential dispatch backoff.
-        invocation_timeout_ms: Sets the request ``deadline`` (now + this).
-        lease_ms: How long a driver owns a run without renewing its lease.
+        invocation_timeout_ms: Longest request ``deadline`` (now + this); a drive's budget
+            shortens it.
+        lease_ms: Longest time a driver owns a run without renewing its lease; a drive's
+            lease ends ``lease_grace_ms`` after its budget.
+        lease_grace_ms: Time kept between a request's deadline and its lease's end, for
+            saving the answer (at most a quarter of ``lease_ms``).
+        drive_budget_ms: How long one drive call may work when its caller set no budget
+            (``Engine.budget``); then the run is handed off.
+        min_invocation_ms: No invocation starts with less than this left of the budget.
         inline_invocations: Invocations one drive call makes before handing the run off.
         child_reconcile_ms: How often a run waiting on attached child runs checks them: each
             missing child is started and each ended one resumes the run. This recovers a
@@ -31,16 +40,22 @@ class CoreSettings:
 
     operations_limit: int = 100_000
     inbox_limit: int = 1_000
-    seen_ids_limit: int = 1_000
+    seen_ids_limit: int = 100
     dispatch_max_attempts: int = 5
     dispatch_backoff_initial_ms: int = 1_000
     dispatch_backoff_max_ms: int = 60_000
     invocation_timeout_ms: int = 600_000
     lease_ms: int = 900_000
+    lease_grace_ms: int = 5_000
+    drive_budget_ms: int = 840_000
+    min_invocation_ms: int = 1_000
     inline_invocations: int = 1_000
     child_reconcile_ms: int = 900_000
 
     def __post_init__(self) -> None:
+        for name in ("lease_ms", "invocation_timeout_ms", "drive_budget_ms"):
+            if getattr(self, name) <= 0:
+                raise ValidationError(f"{name} must be positive, got {getattr(self, name)}")
         if self.child_reconcile_ms <= 0:
             # A zero period would keep a parent due forever: every check schedules the next
             # one at the same instant.

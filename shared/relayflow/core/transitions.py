@@ -48,8 +48,13 @@ class SentInvocation:
     started_at: int
 
 
-def build_request(record: RunRecord, now: int, settings: CoreSettings) -> StepRequest:
-    """The step request of the record's current invocation."""
+def build_request(
+    record: RunRecord, now: int, settings: CoreSettings, *, deadline: int | None = None
+) -> StepRequest:
+    """The step request of the record's current invocation.
+
+    ``deadline`` (epoch ms) is the drive's; by default ``now + invocation_timeout_ms``.
+    """
     return StepRequest.model_validate(
         {
             "runId": record.id,
@@ -59,7 +64,7 @@ def build_request(record: RunRecord, now: int, settings: CoreSettings) -> StepRe
             "input": record.input,
             "journal": record.journal,
             "environment": record.environment,
-            "deadline": now + settings.invocation_timeout_ms,
+            "deadline": now + settings.invocation_timeout_ms if deadline is None else deadline,
             "tenantMeta": record.tenant_meta,
             "runMeta": RunMeta(
                 number=record.run_number,

@@ -15,10 +15,13 @@ from typing import Any
 
 import requests
 
+from relayflow.adapters.memory.clock import wall_s
 from relayflow.dispatch.signing import RequestSigner, SigningMode
 from relayflow.errors import DispatchError
 
 PROTOCOL_HEADER = "x-relayflow-protocol"
+#: The longest wait for a deadline (a drive never lasts longer than a Lambda's 15 minutes).
+MAX_WAIT_S = 900.0
 VOYANT_PROTOCOL_HEADER = "x-voyant-protocol"
 
 
@@ -105,7 +108,9 @@ class HttpDispatcher:
         secret: Shared signing secret; requests are unsigned when None.
         mode: ``relayflow`` (``x-relayflow-signature``) or ``voyant`` (``x-voyant-dispatch-auth``).
         connect_timeout: Seconds to wait for a connection.
-        read_timeout: Seconds to wait for the answer (should exceed the request deadline).
+        read_timeout: Seconds the answer may come after the request's ``deadline``: the
+            read timeout is the time left to the deadline plus this, so the dispatcher never
+            gives up on a request its host may still be working on within its deadline.
         session: A ``requests.Session`` to reuse (one is created on first use otherwise).
         retry: Retry behaviour for transient failures.
         clock: Unix time in seconds for signature timestamps.
@@ -118,15 +123,17 @@ class HttpDispatcher:
         secret: str | None = None,
         mode: SigningMode = "relayflow",
         connect_timeout: float = 3.05,
-        read_timeout: float = 60.0,
+        read_timeout: float = 2.0,
         session: requests.Session | None = None,
         retry: TransportRetry | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_s,
     ) -> None:
         self.url = url
         self.mode = mode
         self._signer = RequestSigner(secret, mode=mode, clock=clock) if secret else None
-        self._timeout = (connect_timeout, read_timeout)
+        self._connect_timeout = connect_timeout
+        self._read_grace = read_timeout
+        self._clock = clock
         self._session = session
         self._retry = retry or TransportRetry()
 
@@ -152,6 +159,7 @@ class HttpDispatcher:
                 request cannot be sent at all (bad URL).
         """
         body = encode_request(request)
+        timeout = (self._connect_timeout, self.read_timeout_s(request))
         attempts = self._retry.retries + 1
         last = DispatchError(f"no attempt reached {self.url}", transient=True)
         for attempt in range(attempts):
@@ -162,9 +170,18 @@ class HttpDispatcher:
                     self.url,
                     data=body,
                     headers=self._headers(body),
-                    timeout=self._timeout,
+                    timeout=timeout,
                     allow_redirects=False,
                 )
+            except requests.ReadTimeout as exc:
+                # The host got the request and may still be running it: sending it again
+                # here would run it twice at once. The engine retries after its backoff.
+                raise DispatchError(
+                    f"step host {self.url} did not answer within {timeout[1]:.1f} s "
+                    f"(its deadline plus {self._read_grace} s): {exc}",
+                    transient=True,
+                    code="tenant_unreachable",
+                ) from exc
             except requests.Timeout as exc:
                 last = DispatchError(
                     f"step host {self.url} timed out: {exc}",
@@ -199,6 +216,14 @@ class HttpDispatcher:
         last.message = f"{last.message} (after {attempts} attempts)"
         last.args = (last.message,)
         raise last
+
+    def read_timeout_s(self, request: dict[str, Any]) -> float:
+        """Seconds to wait for the answer to ``request``: to its deadline, plus the grace."""
+        deadline = request.get("deadline")
+        left = 0.0
+        if isinstance(deadline, int | float) and not isinstance(deadline, bool):
+            left = min(max(0.0, deadline / 1000 - self._clock()), MAX_WAIT_S)
+        return left + self._read_grace
 
 
 def _retry_after_s(value: str | None) -> float | None:

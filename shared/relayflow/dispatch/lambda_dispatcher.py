@@ -8,10 +8,10 @@ then raised as a transient :class:`~relayflow.errors.DispatchError`.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from relayflow.adapters.memory.clock import wall_s
 from relayflow.dispatch.http_dispatcher import (
     TransportRetry,
     describe_answer,
@@ -50,7 +50,7 @@ class LambdaDispatcher:
         secret: str | None = None,
         mode: SigningMode = "relayflow",
         retry: TransportRetry | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_s,
     ) -> None:
         self.function_name = function_name_or_arn
         self._client_factory = client_factory

@@ -3,7 +3,9 @@
 ``relayflow`` mode: ``x-relayflow-signature: t=<unix seconds>,v1=<hex HMAC of "<t>.<body>">``,
 accepted within a five-minute window. ``voyant`` mode (reference-compatible):
 ``x-voyant-dispatch-auth: <base64 HMAC of the body>``, no timestamp. Both sign the exact bytes
-sent and compare in constant time.
+sent and compare in constant time. In both modes a step request whose (signed) ``deadline``
+has passed is refused, so a captured request cannot be replayed after its deadline; in
+``relayflow`` mode never more than five minutes after it was signed either.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from relayflow.adapters.memory.clock import wall_s
 from relayflow.errors import RelayflowError, ValidationError
 
 RELAYFLOW_SIGNATURE_HEADER = "x-relayflow-signature"
@@ -128,7 +131,7 @@ class RequestSigner:
     mode: SigningMode = "relayflow"
     previous_secrets: tuple[str, ...] = ()
     tolerance_s: int = DEFAULT_TOLERANCE_S
-    clock: Callable[[], float] = time.time
+    clock: Callable[[], float] = wall_s
 
     def __post_init__(self) -> None:
         _secret_bytes(self.secret)
@@ -153,14 +156,37 @@ class RequestSigner:
         }
 
     def verify(self, headers: Mapping[str, str], body: bytes | str) -> None:
-        """Raise :class:`SignatureError` unless ``headers`` carry a valid signature of ``body``."""
+        """Raise :class:`SignatureError` unless ``headers`` carry a valid signature of ``body``
+        and the step request's ``deadline`` (when the body has one) has not passed."""
         secrets = (self.secret, *self.previous_secrets)
+        now = self.clock()
         if self.mode == "voyant":
             verify_voyant(headers, body, secrets)
         else:
-            verify_relayflow(
-                headers, body, secrets, now=int(self.clock()), tolerance_s=self.tolerance_s
-            )
+            verify_relayflow(headers, body, secrets, now=int(now), tolerance_s=self.tolerance_s)
+        check_deadline(body, now_ms=int(now * 1000))
+
+
+def check_deadline(body: bytes | str, *, now_ms: int) -> None:
+    """Refuse a signed step request whose ``deadline`` (epoch ms) is before ``now_ms``.
+
+    The deadline is inside the signed body, so it cannot be moved by whoever replays it.
+
+    Raises:
+        SignatureError: The deadline has passed.
+    """
+    try:
+        parsed = json.loads(_bytes(body))
+    except (ValueError, UnicodeDecodeError):
+        return
+    deadline = parsed.get("deadline") if isinstance(parsed, dict) else None
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+        return
+    if deadline < now_ms:
+        raise SignatureError(
+            f"the step request's deadline passed {(now_ms - int(deadline)) // 1000} s ago; "
+            "a request is accepted only until its deadline"
+        )
 
 
 def _parse_relayflow(raw: str) -> tuple[int, list[bytes]]:

@@ -5,10 +5,10 @@ validation every manifest store runs before registering one (``prepare_manifest`
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.events.canonical import short_hash
 from relayflow.events.errors import ManifestValidationError
@@ -137,7 +137,7 @@ def build_manifest(
         "schemaVersion": 1,
         "projectId": project_id,
         # builtAt is informational only (not part of the identity), so the wall clock is fine.
-        "builtAt": built_at if built_at is not None else time.time_ns() // 1_000_000,
+        "builtAt": built_at if built_at is not None else wall_ms(),
         "builderVersion": builder_version,
         "capabilities": ["events:v1"],
         "workflows": entries,

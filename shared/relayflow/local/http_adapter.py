@@ -27,6 +27,8 @@ from relayflow.local.http_server import JsonErrorServer, json_error_body
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
+from relayflow.adapters.memory.clock import utc_now
+
 LambdaHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
 #: API Gateway refuses bodies over 10 MB before they reach the function.
@@ -126,7 +128,7 @@ def build_http_api_event(
     query: dict[str, str] = {}
     for key, value in parse_qsl(raw_query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
-    now = datetime.now(UTC)
+    now = utc_now()
     request_id = str(uuid.uuid4())
     is_text = _is_text(lowered.get("content-type", ""), body)
     event: dict[str, Any] = {

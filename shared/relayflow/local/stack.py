@@ -13,7 +13,6 @@ import json
 import secrets
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.tables import create_resources
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.cli.app_loader import build_app_manifest, load_app
 from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
@@ -95,7 +95,7 @@ class AppInfo:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 class DevStack:
@@ -300,11 +300,21 @@ class DevStack:
         quiet = Logger(service="relayflow-api", level="WARNING")
         self._api_handler = make_lambda_handler(
             lambda: create_app(
-                driver, driver.admin, auth=auth, metrics=_SilentMetrics(), logger=quiet
+                driver,
+                driver.admin,
+                auth=auth,
+                metrics=_SilentMetrics(),
+                logger=quiet,
+                # As deployed: the api drives nothing, the drive function (run here on the
+                # local Lambda client's threads) does, within its budget.
+                hand_off=True,
+                inline_budget_ms=self.settings.inline_drive_budget_ms,
             )
         )
-        self._drive_handler = make_drive_handler(lambda: driver, metrics=_SilentMetrics())
-        self._sweeper_handler = make_sweeper_handler(lambda: driver)
+        self._drive_handler = make_drive_handler(
+            lambda: driver, metrics=_SilentMetrics(), settings=lambda: self.settings
+        )
+        self._sweeper_handler = make_sweeper_handler(lambda: driver, settings=lambda: self.settings)
         self._worker_handler = make_worker_handler(
             secret=self.settings.signing_secret,
             mode=self.settings.signing_mode,

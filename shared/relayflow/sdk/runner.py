@@ -52,9 +52,48 @@ def _timeout_error(label: str, timeout_ms: int) -> StepTimeoutError:
     return StepTimeoutError(f"step {label!r} timed out after {timeout_ms}ms")
 
 
-def _call_in_thread(fn: Callable[[], Any], timeout_ms: int | None, label: str) -> Any:
-    """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout."""
-    box: dict[str, Any] = {}
+class _Abandoned:
+    """Attempts given up at their timeout whose code is still running, per step, in this
+    process: Python cannot stop a thread, so the next attempt of that step waits for it
+    (up to the step's timeout) and is not started while it runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, threading.Event] = {}
+
+    def keep(self, step: str, done: threading.Event) -> None:
+        with self._lock:
+            self._running[step] = done
+
+    def release(self, step: str, done: threading.Event) -> None:
+        with self._lock:
+            if self._running.get(step) is done:
+                del self._running[step]
+
+    def wait_clear(self, step: str, timeout_s: float) -> bool:
+        """True when no abandoned attempt of ``step`` runs (after waiting ``timeout_s``)."""
+        with self._lock:
+            running = self._running.get(step)
+        return running is None or running.wait(timeout_s)
+
+
+_ABANDONED = _Abandoned()
+
+
+def _still_running_error(label: str) -> StepTimeoutError:
+    return StepTimeoutError(
+        f"step {label!r}: an earlier attempt that timed out is still running in this host; "
+        "this attempt was not started"
+    )
+
+
+def _step_key(effect: Call) -> str | None:
+    info = effect.scope.info if effect.scope is not None else None
+    return info.idempotency_key if info is not None else None
+
+
+def _start_thread(fn: Callable[[], Any], step: str | None, box: dict[str, Any]) -> threading.Event:
+    """Run ``fn`` in a daemon thread filling ``box``; the event is set when it ended."""
     done = threading.Event()
     context = contextvars.copy_context()
 
@@ -65,20 +104,54 @@ def _call_in_thread(fn: Callable[[], Any], timeout_ms: int | None, label: str) -
             box["error"] = exc
         finally:
             done.set()
+            if step is not None:
+                _ABANDONED.release(step, done)
 
     threading.Thread(target=target, name="relayflow-step", daemon=True).start()
-    if not done.wait(None if timeout_ms is None else timeout_ms / 1000):
+    return done
+
+
+def _call_in_thread(
+    fn: Callable[[], Any], timeout_ms: int | None, label: str, step: str | None = None
+) -> Any:
+    """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout.
+
+    While an abandoned attempt of ``step`` still runs, the next one waits for it (up to the
+    timeout) and, if it is still running then, fails without starting: never two attempts
+    of one step at once in this process.
+    """
+    timeout_s = None if timeout_ms is None else timeout_ms / 1000
+    if step is not None and not _ABANDONED.wait_clear(step, timeout_s or 0):
+        raise _still_running_error(label)
+    box: dict[str, Any] = {}
+    done = _start_thread(fn, step, box)
+    if not done.wait(timeout_s):
+        if step is not None:
+            _ABANDONED.keep(step, done)
+            if done.is_set():
+                _ABANDONED.release(step, done)
         raise _timeout_error(label, timeout_ms or 0)
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-def _thread_future(fn: Callable[[], Any]) -> asyncio.Future[Any]:
-    """Run ``fn`` in a daemon thread and expose it as a future (never blocks loop shutdown)."""
+async def _wait_clear(step: str, timeout_ms: int, label: str) -> None:
+    """Wait (off the loop) for an abandoned attempt of ``step``; refuse if it keeps running."""
+    clear = await asyncio.to_thread(_ABANDONED.wait_clear, step, timeout_ms / 1000)
+    if not clear:
+        raise _still_running_error(label)
+
+
+def _thread_future(
+    fn: Callable[[], Any], step: str | None = None
+) -> tuple[asyncio.Future[Any], threading.Event]:
+    """Run ``fn`` in a daemon thread and expose it as a future (never blocks loop shutdown);
+    the event is set when the thread ended."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
+    ended = threading.Event()
 
     def settle(value: Any, error: BaseException | None) -> None:
         if future.done():
@@ -95,13 +168,17 @@ def _thread_future(fn: Callable[[], Any]) -> asyncio.Future[Any]:
             value = context.run(fn)
         except BaseException as exc:  # handed back to the loop
             error = exc
+        finally:
+            ended.set()
+            if step is not None:
+                _ABANDONED.release(step, ended)
         try:
             loop.call_soon_threadsafe(settle, value, error)
         except RuntimeError:
             return  # the loop is gone: the caller stopped waiting (timeout or abandon)
 
     threading.Thread(target=target, name="relayflow-step", daemon=True).start()
-    return future
+    return future, ended
 
 
 class SyncRunner:
@@ -160,7 +237,7 @@ class SyncRunner:
                     value = asyncio.run(_await(value))
                 return value
 
-            return _call_in_thread(invoke, effect.timeout_ms, effect.label)
+            return _call_in_thread(invoke, effect.timeout_ms, effect.label, _step_key(effect))
         finally:
             if token is not None:
                 STEP_SCOPE.reset(token)
@@ -223,17 +300,25 @@ class AsyncRunner:
     async def _call(self, effect: Call) -> Any:
         token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
         try:
+            step = _step_key(effect) if effect.timeout_ms is not None else None
+            done: threading.Event | None = None
             if _is_async_callable(effect.fn):
                 pending: Awaitable[Any] = effect.fn(*effect.args)
             else:
+                if step is not None:
+                    await _wait_clear(step, effect.timeout_ms or 0, effect.label)
                 fn, args = effect.fn, effect.args
-                pending = _thread_future(lambda: fn(*args))
+                pending, done = _thread_future(lambda: fn(*args), step)
             if effect.timeout_ms is None:
                 result = await pending
             else:
                 try:
                     result = await asyncio.wait_for(pending, effect.timeout_ms / 1000)
                 except TimeoutError:
+                    if step is not None and done is not None:
+                        _ABANDONED.keep(step, done)
+                        if done.is_set():
+                            _ABANDONED.release(step, done)
                     raise _timeout_error(effect.label, effect.timeout_ms) from None
             if inspect.isawaitable(result):
                 result = await result

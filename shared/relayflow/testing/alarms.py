@@ -34,10 +34,10 @@ class MirroredAlarmClock:
         self.real.arm(run_id, wake_at_ms)
         self.virtual.arm(run_id, wake_at_ms)
 
-    def disarm(self, run_id: str) -> None:
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         """Disarm on both clocks."""
-        self.real.disarm(run_id)
-        self.virtual.disarm(run_id)
+        self.real.disarm(run_id, wake_at_ms)
+        self.virtual.disarm(run_id, wake_at_ms)
 
     def armed(self, run_id: str) -> int | None:
         """When the run's alarm fires in virtual time, or None."""

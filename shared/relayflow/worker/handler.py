@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
 
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
@@ -37,7 +37,7 @@ _REQUIRED = (
 
 
 def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 def _refuse(status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:

@@ -1,7 +1,10 @@
 """Run alarms as EventBridge Scheduler one-time schedules that invoke the drive function.
 
-One schedule per waiting run, named from the run id, at the run's wake time (UTC, rounded up
-to the second), deleted by Scheduler after it fires. Arming and disarming are idempotent.
+One schedule per wake time of a run, named from the run id and that wake time (UTC, rounded
+up to the second), deleted by Scheduler after it fires. Scheduler has no conditional writes, so
+names carry the wake they are for: a late disarm removes only the schedule of the wake it
+names, never one armed since for another, and a schedule left from an earlier wake fires once
+and finds nothing due (harmless). Arming and disarming are idempotent.
 """
 
 from __future__ import annotations
@@ -9,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, translate
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
 
@@ -31,6 +34,8 @@ _UNSAFE = re.compile(r"[^0-9a-zA-Z\-_.]")
 _AT = re.compile(r"^at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\)$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
 _HASH_CHARS = 16
+#: Base-36 digits of the wake second in a schedule name (enough until the year 4000).
+_WAKE_CHARS = 7
 _MAX_ROUNDS = 3
 
 #: Called instead of arming when a wake time has already passed: ``on_due(run_id, wake_at_ms)``.
@@ -39,21 +44,38 @@ DueCallback = Callable[[str, int], None]
 
 class _SystemClock:
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return wall_ms()
 
 
-def schedule_name(run_id: str, prefix: str = "rf-") -> str:
-    """The schedule name of a run: a readable prefix of its id plus a hash, at most 64 chars.
+def run_prefix(run_id: str, prefix: str = "rf-") -> str:
+    """The start shared by every schedule name of a run: a readable part of its id and a hash.
 
     Characters Scheduler does not allow become ``_``; the hash of the full id keeps names of
     different runs apart even when their readable parts collide.
     """
     digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:_HASH_CHARS]
-    room = NAME_LIMIT - len(prefix) - 1 - _HASH_CHARS
+    room = NAME_LIMIT - len(prefix) - 2 - _HASH_CHARS - _WAKE_CHARS
     readable = _UNSAFE.sub("_", run_id)[: max(room, 0)]
-    name = f"{prefix}{readable}-{digest}" if readable else f"{prefix}{digest}"
+    return f"{prefix}{readable}-{digest}-" if readable else f"{prefix}{digest}-"
+
+
+def schedule_name(run_id: str, wake_at_ms: int, prefix: str = "rf-") -> str:
+    """The schedule name of a run's alarm for ``wake_at_ms``, at most 64 characters."""
+    seconds = -(-wake_at_ms // 1000)
+    name = f"{run_prefix(run_id, prefix)}{_base36(seconds).rjust(_WAKE_CHARS, '0')}"
     _check_name(name, "schedule name")
     return name
+
+
+def _base36(value: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    value = max(0, value)
+    while True:
+        value, rest = divmod(value, 36)
+        out = digits[rest] + out
+        if value == 0:
+            return out
 
 
 def at_expression(wake_at_ms: int) -> str:
@@ -168,17 +190,20 @@ class SchedulerAlarmClock:
             self._client = self._client_factory()
         return self._client
 
-    def name_of(self, run_id: str) -> str:
-        """The schedule name of ``run_id``."""
-        return schedule_name(run_id, self.name_prefix)
+    def name_of(self, run_id: str, wake_at_ms: int) -> str:
+        """The schedule name of ``run_id``'s alarm for ``wake_at_ms``."""
+        return schedule_name(run_id, wake_at_ms, self.name_prefix)
 
     def arm(self, run_id: str, wake_at_ms: int) -> None:
-        """Make the run's alarm fire at ``wake_at_ms`` (replacing an earlier arming)."""
+        """Make the run's alarm fire at ``wake_at_ms``.
+
+        A schedule armed for an earlier wake is left to fire and find nothing due: deleting
+        it here could race with a newer arming of it elsewhere.
+        """
         now = self._clock.now_ms()
         fire_at_ms = wake_at_ms
         if wake_at_ms <= now:
             if self._on_due is not None:
-                self.disarm(run_id)
                 self._on_due(run_id, wake_at_ms)
                 return
             # Scheduler refuses times in the past; the drive is still told the real wake time.
@@ -201,24 +226,53 @@ class SchedulerAlarmClock:
                     _reraise(exc, f"re-arming the alarm of run {run_id}")
         raise ValidationError(f"the alarm of run {run_id} kept changing while it was armed")
 
-    def disarm(self, run_id: str) -> None:
-        """Delete the run's alarm; an alarm that does not exist counts as disarmed."""
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
+        """Delete the run's alarm for ``wake_at_ms`` (every alarm of the run when None); an
+        alarm that does not exist counts as disarmed."""
+        names = (
+            [self.name_of(run_id, wake_at_ms)] if wake_at_ms is not None else self._names_of(run_id)
+        )
+        for name in names:
+            self._delete(run_id, name)
+
+    def _delete(self, run_id: str, name: str) -> None:
         try:
-            self._scheduler().delete_schedule(Name=self.name_of(run_id), GroupName=self.group)
+            self._scheduler().delete_schedule(Name=name, GroupName=self.group)
         except Exception as exc:
             if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
                 return
             _reraise(exc, f"disarming the alarm of run {run_id}")
 
+    def _names_of(self, run_id: str) -> list[str]:
+        """Names of every schedule the run has armed."""
+        prefix = run_prefix(run_id, self.name_prefix)
+        names: list[str] = []
+        params: dict[str, Any] = {"GroupName": self.group, "NamePrefix": prefix}
+        while True:
+            try:
+                page = self._scheduler().list_schedules(**params)
+            except Exception as exc:
+                _reraise(exc, f"listing the alarms of run {run_id}")
+            names.extend(str(item["Name"]) for item in page.get("Schedules", []))
+            token = page.get("NextToken")
+            if not token:
+                return names
+            params["NextToken"] = token
+
     def armed_at(self, run_id: str) -> str | None:
-        """The schedule expression of the run's alarm, or None when none is armed."""
-        try:
-            answer = self._scheduler().get_schedule(Name=self.name_of(run_id), GroupName=self.group)
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                return None
-            _reraise(exc, f"reading the alarm of run {run_id}")
-        return answer.get("ScheduleExpression")
+        """The schedule expression of the run's latest alarm, or None when none is armed."""
+        expressions: list[str] = []
+        for name in self._names_of(run_id):
+            try:
+                answer = self._scheduler().get_schedule(Name=name, GroupName=self.group)
+            except Exception as exc:
+                if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
+                    continue
+                _reraise(exc, f"reading the alarm of run {run_id}")
+            expression = answer.get("ScheduleExpression")
+            if isinstance(expression, str):
+                expressions.append(expression)
+        return max(expressions) if expressions else None
 
     def _schedule_params(self, run_id: str, wake_at_ms: int, fire_at_ms: int) -> dict[str, Any]:
         payload = json.dumps({"runId": run_id, "wakeAt": wake_at_ms}, separators=(",", ":"))
@@ -233,7 +287,7 @@ class SchedulerAlarmClock:
         if self.dlq_arn:
             target["DeadLetterConfig"] = {"Arn": self.dlq_arn}
         return {
-            "Name": self.name_of(run_id),
+            "Name": self.name_of(run_id, wake_at_ms),
             "GroupName": self.group,
             "ScheduleExpression": at_expression(fire_at_ms),
             "ScheduleExpressionTimezone": "UTC",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
 from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.runs import DynamoDBRunStore
@@ -16,6 +17,7 @@ from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmCl
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
+from relayflow.deliveries import DAY_MS, Deliveries
 from relayflow.dispatch.http_dispatcher import HttpDispatcher, TransportRetry
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
@@ -108,7 +110,8 @@ def build_aws_driver(
         services: What inline-hosted workflows resolve through ``ctx.services``.
         on_due: Drives a run whose wake time already passed; by default the drive function
             is invoked asynchronously with ``{"runId", "wakeAt"}``.
-        core_settings: Limits and timings of the engine.
+        core_settings: Limits and timings of the engine (``settings.core_settings()`` when
+            None).
         tenant_meta: Owner given to runs this driver starts.
         workflow_timeout: A workflow's ``timeout`` in ms by id; by default read from the
             workflows registered in this process (import your workflow modules, e.g. through
@@ -143,11 +146,21 @@ def build_aws_driver(
         dispatchers=dispatchers
         or build_dispatchers(settings, clients, services=services, clock=clock),
         clock=clock,
-        settings=core_settings,
+        settings=core_settings or settings.core_settings(),
         workflow_timeout=workflow_timeout,
     )
+    deliveries = Deliveries(
+        DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),
+        clock,
+        hold_ms=settings.inline_drive_budget_ms + settings.lambda_margin_ms,
+        memory_ms=settings.delivery_id_memory_ms + settings.retention_days * DAY_MS,
+    )
     driver = WorkflowDriver(
-        engine=engine, manifests=manifests, tenant_meta=tenant_meta, payloads=payloads
+        engine=engine,
+        manifests=manifests,
+        tenant_meta=tenant_meta,
+        payloads=payloads,
+        deliveries=deliveries,
     )
     if settings.recurring_schedule_group:
         attach_schedules(

@@ -8,12 +8,12 @@ Validation and retention are the shared pure helpers of ``relayflow.events``.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
 from relayflow.adapters.aws.run_items import ITEM_BUDGET, n, s
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import StaleRunError, ValidationError
 from relayflow.events import (
     DEFAULT_KEEP,
@@ -42,7 +42,7 @@ _ROUNDS = 25
 
 class _SystemClock:
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return wall_ms()
 
 
 class DynamoDBManifestStore:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from relayflow.adapters.aws.run_headers import HeaderCodec
 from relayflow.adapters.aws.run_queries import RunIndexReader
 from relayflow.adapters.aws.run_state import RunState, StoredPart, diff
 from relayflow.adapters.aws.run_upkeep import RunUpkeep
+from relayflow.adapters.memory.clock import wall_ms
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery
@@ -44,7 +44,7 @@ _MISSING = object()
 
 class _SystemClock:
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return wall_ms()
 
 
 class DynamoDBRunStore:

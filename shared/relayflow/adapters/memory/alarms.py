@@ -17,10 +17,12 @@ class InMemoryAlarmClock:
         with self._lock:
             self._alarms[run_id] = wake_at_ms
 
-    def disarm(self, run_id: str) -> None:
-        """Remove the run's alarm; absent alarms are fine."""
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
+        """Remove the run's alarm (only if armed for ``wake_at_ms``, when given): a late
+        disarm never removes an alarm armed since for another wake. Absent alarms are fine."""
         with self._lock:
-            self._alarms.pop(run_id, None)
+            if wake_at_ms is None or self._alarms.get(run_id) == wake_at_ms:
+                self._alarms.pop(run_id, None)
 
     def armed(self, run_id: str) -> int | None:
         """The wake time the run's alarm is armed at, or None."""

@@ -46,7 +46,9 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     def ingest(body: Annotated[IngestBody, Body()]) -> Response[IngestResultView]:
         ctx.metrics.count(m.EVENTS_RECEIVED)
         try:
-            result = ingest_view(backend.ingest(_raw_body(router)))
+            with ctx.drive_scope(router.lambda_context):
+                raw_result, created = backend.ingest(_raw_body(router))
+            result = ingest_view(raw_result)
         except RelayflowError:
             ctx.metrics.count(m.EVENTS_REJECTED)
             raise
@@ -54,7 +56,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         skipped = sum(1 for match in result.matches if match.status == "skipped")
         ctx.metrics.count(m.EVENTS_MATCHED, queued)
         ctx.metrics.count(m.EVENTS_SKIPPED, skipped)
-        ctx.metrics.count(m.RUNS_TRIGGERED, queued)
+        ctx.metrics.count(m.RUNS_TRIGGERED, created)
         status = 200
         if not result.ok:
             ctx.metrics.count(m.EVENTS_REJECTED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Annotated
 from urllib.parse import unquote
@@ -10,6 +11,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from relayflow.api import idempotency
 from relayflow.api import metrics as m
 from relayflow.api.auth import RUNS_READ, RUNS_WRITE
 from relayflow.api.backend import Backend
@@ -57,6 +59,13 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ctx.logger.thread_safe_append_keys(run_id=run.id, workflow_id=run.workflow_id)
         return run
 
+    def scope() -> AbstractContextManager[None]:
+        return ctx.drive_scope(router.lambda_context)
+
+    def header_key() -> str | None:
+        """The request's ``Idempotency-Key`` (the resolver has checked it)."""
+        return idempotency.header_key(router.current_event.headers)
+
     def wait_for_settle(run: RunDetail, wait_ms: int) -> RunDetail:
         """Re-read the run until it waits or ends, for at most ``wait_ms``."""
         budget = min(wait_ms, MAX_WAIT_MS, ctx.wait.max_wait_ms)
@@ -77,8 +86,13 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         "/api/runs",
         summary="Start a run",
         description=(
-            "Inserts the run atomically and drives it inline for a bounded time. A repeated "
-            "idempotency key answers 200 with the run it first started (its original input)."
+            "Inserts the run atomically and drives it for at most the inline budget (the "
+            "deployed api hands the drive to the drive function and waits up to the budget "
+            "for the run to wait or end), then answers with the run as it stands. A repeated "
+            "body idempotencyKey answers 200 with the run it first started (its original "
+            "input). An Idempotency-Key header makes the request retry-safe: a repeat gets "
+            "the first answer again (header Idempotent-Replayed: true), the same key with "
+            "another body answers 422; without a body idempotencyKey the header key is used."
         ),
         tags=["runs"],
         operation_id="triggerRun",
@@ -95,12 +109,20 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ),
     )
     def trigger_run(body: Annotated[TriggerRunRequest, Body()]) -> Response[RunView]:
-        run, created = backend.trigger(body)
+        key = header_key()
+        if key is not None and body.idempotency_key is None and body.run_id is None:
+            # A retry after a lost answer must find the run the first attempt started.
+            body = body.model_copy(update={"idempotency_key": key})
+        with scope():
+            run, created = backend.trigger(body)
         observe(run)
         if created:
             ctx.metrics.count(m.RUNS_TRIGGERED)
-            if body.wait_ms > 0:
-                run = wait_for_settle(run, body.wait_ms)
+            wait_ms = body.wait_ms
+            if ctx.hand_off:
+                wait_ms = max(wait_ms, ctx.budget_ms(router.lambda_context))
+            if wait_ms > 0:
+                run = wait_for_settle(run, wait_ms)
         return Response(
             status_code=201 if created else 200,
             content_type=content_types.APPLICATION_JSON,
@@ -199,7 +221,8 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         run_id: RunId, body: Annotated[CancelRunRequest | None, Body()] = None
     ) -> RunView:
         request = body or CancelRunRequest()
-        run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
+        with scope():
+            run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
         return run_view(run)
 
     def delivered(delivery: Delivery) -> InjectionView:
@@ -223,9 +246,11 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         responses=injection_responses,
     )
     def send_event(run_id: RunId, body: Annotated[SendEventRequest, Body()]) -> InjectionView:
-        return delivered(
-            backend.send_event(unquote(run_id), body.event_type, body.payload, body.event_id)
-        )
+        event_id = body.event_id or header_key()
+        with scope():
+            return delivered(
+                backend.send_event(unquote(run_id), body.event_type, body.payload, event_id)
+            )
 
     @router.post(
         "/api/runs/<run_id>/signals",
@@ -236,7 +261,11 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         responses=injection_responses,
     )
     def send_signal(run_id: RunId, body: Annotated[SendSignalRequest, Body()]) -> InjectionView:
-        return delivered(backend.send_signal(unquote(run_id), body.name, body.payload))
+        signal_id = body.signal_id or header_key()
+        with scope():
+            return delivered(
+                backend.send_signal(unquote(run_id), body.name, body.payload, signal_id)
+            )
 
     @router.post(
         "/api/runs/<run_id>/tokens/<token_id>",
@@ -252,7 +281,8 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         body: Annotated[CompleteTokenRequest | None, Body()] = None,
     ) -> InjectionView:
         payload = body.payload if body is not None else None
-        return delivered(backend.complete_token(unquote(run_id), unquote(token_id), payload))
+        with scope():
+            return delivered(backend.complete_token(unquote(run_id), unquote(token_id), payload))
 
     @router.post(
         "/api/runs/<run_id>/tokens/<token_id>/fail",
@@ -266,9 +296,10 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         run_id: RunId, token_id: TokenId, body: Annotated[FailTokenRequest, Body()]
     ) -> InjectionView:
         error = body.error
-        return delivered(
-            backend.fail_token(unquote(run_id), unquote(token_id), error.code, error.message)
-        )
+        with scope():
+            return delivered(
+                backend.fail_token(unquote(run_id), unquote(token_id), error.code, error.message)
+            )
 
     @router.post(
         "/api/runs/<run_id>/tokens/<token_id>/heartbeat",
@@ -279,7 +310,8 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         responses=injection_responses,
     )
     def heartbeat_token(run_id: RunId, token_id: TokenId) -> InjectionView:
-        return delivered(backend.heartbeat_token(unquote(run_id), unquote(token_id)))
+        with scope():
+            return delivered(backend.heartbeat_token(unquote(run_id), unquote(token_id)))
 
     return router
 

@@ -124,18 +124,6 @@ def make_drive_handler(
     return handler
 
 
-def _drive_all(engine: Any, payloads: list[Mapping[str, Any]], sink: MetricsSink) -> list[Any]:
-    """Drive the run of each payload; returns ``{runId, status}`` per payload."""
-    results: list[dict[str, Any]] = []
-    for payload in payloads:
-        sink.count(m.ALARMS_FIRED)
-        record = engine.drive_from_event(payload)
-        status = record.status if record is not None else "not_found"
-        _log.info("alarm handled", extra={"run_id": payload.get("runId"), "status": status})
-        results.append({"runId": payload.get("runId"), "status": status})
-    return results
-
-
 def make_sweeper_handler(
     factory: Callable[[], WorkflowDriver],
     *,

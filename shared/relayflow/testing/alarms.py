@@ -65,7 +65,7 @@ class FiredAlarms(Protocol):
 
     def arm(self, run_id: str, wake_at_ms: int) -> None: ...
 
-    def disarm(self, run_id: str) -> None: ...
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None: ...
 
     def armed(self, run_id: str) -> int | None: ...
 
@@ -112,9 +112,9 @@ class EmulatedScheduler:
             self._handoffs.pop(run_id, None)
         self.clock.arm(run_id, wake_at_ms)
 
-    def disarm(self, run_id: str) -> None:
-        """Delete the run's schedule in moto."""
-        self.clock.disarm(run_id)
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
+        """Delete the run's schedule in moto (the one for ``wake_at_ms``, when given)."""
+        self.clock.disarm(run_id, wake_at_ms)
 
     def schedules(self) -> dict[str, tuple[str, int, str]]:
         """Every schedule of the group in moto: name -> (run id, wake time, expression)."""
@@ -141,24 +141,22 @@ class EmulatedScheduler:
             return sorted(self._handoffs.items(), key=lambda item: (item[1], item[0]))
 
     def armed(self, run_id: str) -> int | None:
-        """The wake time in the run's schedule in moto (or of its pending hand-off), or None."""
+        """The latest wake time among the run's schedules in moto (or its pending hand-off).
+
+        A run re-armed for another wake keeps its older schedule until that fires and finds
+        nothing due, as on AWS.
+        """
         with self._lock:
             if run_id in self._handoffs:
                 return self._handoffs[run_id]
-        expression = self.clock.armed_at(run_id)
-        if expression is None:
-            return None
-        schedule = self._client_factory().get_schedule(
-            Name=self.clock.name_of(run_id), GroupName=self.clock.group
-        )
-        return int(json.loads(schedule["Target"]["Input"])["wakeAt"])
+        wakes = [wake for run, wake, _ in self.schedules().values() if run == run_id]
+        return max(wakes) if wakes else None
 
     def pending(self) -> list[tuple[str, int]]:
         """Every schedule in moto and every hand-off, earliest first."""
-        alarms = dict(self.handoffs())
-        for run_id, wake_at, _ in self.schedules().values():
-            alarms.setdefault(run_id, wake_at)
-        return sorted(alarms.items(), key=lambda item: (item[1], item[0]))
+        alarms = set(self.handoffs())
+        alarms.update((run_id, wake_at) for run_id, wake_at, _ in self.schedules().values())
+        return sorted(alarms, key=lambda item: (item[1], item[0]))
 
     def next_alarm(self) -> tuple[str, int] | None:
         """The earliest schedule or hand-off."""
@@ -171,7 +169,12 @@ class EmulatedScheduler:
             if self._handoffs.get(run_id) == wake_at_ms:
                 del self._handoffs[run_id]
                 return True
-        if self.armed(run_id) != wake_at_ms:
+        fired = [
+            name
+            for name, (run, wake, _) in self.schedules().items()
+            if (run, wake) == (run_id, wake_at_ms)
+        ]
+        if not fired:
             return False
-        self.clock.disarm(run_id)
+        self.clock.disarm(run_id, wake_at_ms)
         return True

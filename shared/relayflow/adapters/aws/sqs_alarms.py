@@ -55,7 +55,7 @@ class SqsDelayAlarmClock:
         except Exception as exc:
             reraise(exc, f"queueing the alarm of run {run_id}")
 
-    def disarm(self, run_id: str) -> None:
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         """Nothing to do: a delivered message whose run has nothing due is dropped."""
 
 
@@ -94,7 +94,7 @@ class HorizonAlarmClock:
         else:
             self.far.arm(run_id, wake_at_ms - self.lead_ms)
 
-    def disarm(self, run_id: str) -> None:
-        """Disarm both paths."""
-        self.far.disarm(run_id)
-        self.near.disarm(run_id)
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
+        """Disarm both paths (the far alarm of ``wake_at_ms`` was armed ``lead_ms`` early)."""
+        self.far.disarm(run_id, None if wake_at_ms is None else wake_at_ms - self.lead_ms)
+        self.near.disarm(run_id, wake_at_ms)

@@ -5,7 +5,6 @@ retention. One factory per store; each gets the test's clock and ``keep``."""
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -20,7 +19,7 @@ from relayflow.config import Settings
 from relayflow.errors import ValidationError
 from relayflow.events import ManifestValidationError, build_manifest
 from relayflow.ports import Clock
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 
 START_MS = 1_767_225_600_000
 
@@ -93,34 +92,8 @@ def make_store(
         yield build
         return
     use_fake_credentials(monkeypatch)
-    use_fast_transactions(monkeypatch)
-    serialise_dynamodb_requests(monkeypatch)
     with moto_backend():
         yield build
-
-
-def serialise_dynamodb_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Apply each moto DynamoDB request whole, as DynamoDB does per item.
-
-    moto applies a request with no lock: a query running beside a transaction can see an
-    item it has only half written (keys without attributes), which DynamoDB never shows.
-    """
-    import moto.dynamodb.models as models
-
-    lock = threading.RLock()
-    for name in ("get_item", "query", "put_item", "update_item", "delete_item"):
-        original = getattr(models.DynamoDBBackend, name)
-        monkeypatch.setattr(models.DynamoDBBackend, name, _locked(original, lock))
-    original = models.DynamoDBBackend.transact_write_items
-    monkeypatch.setattr(models.DynamoDBBackend, "transact_write_items", _locked(original, lock))
-
-
-def _locked(method: Callable[..., Any], lock: threading.RLock) -> Callable[..., Any]:
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return method(self, *args, **kwargs)
-
-    return call
 
 
 def manifest(*workflow_ids: str, environment: str = "production") -> dict[str, Any]:

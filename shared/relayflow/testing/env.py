@@ -231,8 +231,8 @@ class WorkflowTestEnv:
         armed = self.alarms.armed(run_id)
         if wake_at is None:
             wake_at = armed if armed is not None else self.now()
-        if armed == wake_at:
-            self.alarms.take(run_id, wake_at)
+        # Consumes the alarm of exactly this wake (a run may have an older one still armed).
+        self.alarms.take(run_id, wake_at)
         self.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
 
     def fire_schedule(self, schedule_id: str, scheduled_time: str) -> FiringResult:

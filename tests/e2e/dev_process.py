@@ -17,7 +17,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 90.0
 
 
 def free_port() -> int:

@@ -52,7 +52,7 @@ def test_a_changed_module_is_reloaded_and_the_waiting_run_finishes_with_it(
 
         module.write_text(textwrap.dedent(FLOWS).replace("{greeting}", "bonjour"))
         dev.wait_for_output(lambda line: "changed; restarting the hosted workflows" in line, 30)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while sum("Ctrl-C stops" in line for line in dev.lines) < 2:
             assert time.monotonic() < deadline, dev.output()
             time.sleep(0.1)

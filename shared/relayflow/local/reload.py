@@ -7,6 +7,8 @@ honours ``--fresh``.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
 import os
 import signal
@@ -70,6 +72,20 @@ def changed_file(before: dict[Path, int], after: dict[Path, int]) -> Path | None
     return None
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> None:
+    # Linux: the stack gets SIGINT (and saves its state) if the supervisor dies, kill -9
+    # included, instead of running on without it. Elsewhere the call is unavailable.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def _start_child(argv: list[str], *, first: bool) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(_child_argv(argv, first=first), preexec_fn=_end_with_parent)
+
+
 def _child_argv(argv: list[str], *, first: bool) -> list[str]:
     kept = [a for a in argv if a != "--reload" and (first or a != "--fresh")]
     return [sys.executable, "-m", "relayflow.cli", *kept]
@@ -111,7 +127,7 @@ def supervise(
     status = 0
     try:
         stamps = _stamps(roots)
-        child = subprocess.Popen(_child_argv(argv, first=True))
+        child = _start_child(argv, first=True)
         reported_exit = False
         while not stopped.wait(poll_interval_s):
             if child.poll() is not None and not reported_exit:
@@ -133,7 +149,7 @@ def supervise(
             )
             out.flush()
             _stop_child(child)
-            child = subprocess.Popen(_child_argv(argv, first=False))
+            child = _start_child(argv, first=False)
             reported_exit = False
         return _stop_child(child) if child.poll() is None else status
     finally:

@@ -6,6 +6,7 @@ import pytest
 from core_builders import T0, fresh_run, respond, waiting, wp
 
 from relayflow.core.effects import ArmAlarm, DisarmAlarm, Dispatch, ResumeParent, StartChild
+from relayflow.core.interventions import cancel
 from relayflow.core.record import ParentLink
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import apply_response, begin_invocation, build_request
@@ -259,3 +260,33 @@ def test_a_child_that_ends_resumes_its_parent() -> None:
     resume = next(e for e in effects if isinstance(e, ResumeParent))
     assert (resume.parent_run_id, resume.waitpoint_id) == ("p", "invoke:c:0")
     assert resume.outcome.output == 5 and done.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("answer", "skipped"),
+    [
+        ({"status": "cancelled", "compensations": [{"stepId": "a", "status": "ok"}]}, None),
+        (
+            {"status": "compensated", "compensations": [{"stepId": "a", "status": "ok"}]},
+            None,
+        ),
+        (waiting(wp("event:x:0", "EVENT", eventType="x")), ("host_cannot_compensate", "waiting")),
+        ({"status": "completed", "output": 1}, ("host_cannot_compensate", "completed")),
+        (
+            {"status": "completed", "output": 1, "capabilities": ["cancel"]},
+            ("host_did_not_compensate", "completed"),
+        ),
+    ],
+)
+def test_a_compensating_cancel_says_why_no_compensation_ran(
+    answer: dict[str, object], skipped: tuple[str, str] | None
+) -> None:
+    parked, _, _ = respond(fresh_run(), waiting(wp("event:x:0", "EVENT", eventType="x")))
+    asked = cancel(parked, "stop", True, T0).record
+
+    done, sent, _ = respond(asked, answer)
+
+    assert sent.cancel is True
+    assert done.status == "cancelled"
+    found = done.compensation_skipped
+    assert (None if found is None else (found.code, found.host_status)) == skipped

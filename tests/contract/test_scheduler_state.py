@@ -1,7 +1,8 @@
 """The schedules relayflow itself leaves in EventBridge Scheduler (moto), read back from moto:
 created when a run parks, one more (named after its wake time) when its wake time moves, all
-deleted when it is cancelled or completes; a wake time already passed is never armed but handed off to be driven at once.
-What Scheduler does by itself (firing, deleting after completion) is all the harness adds."""
+deleted when it is cancelled or completes; a wake time already passed is never armed but
+handed off to be driven at once. What Scheduler does by itself (firing, deleting after
+completion) is all the harness adds."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bench.moto_stack import REGION, SETTINGS, _session, fake_credentials
+from bench.moto_stack import REGION, SETTINGS, _session
 from bench.table import Row, verdict
 
 NAME = "timers"
@@ -76,17 +76,16 @@ def _percentile(values: list[float], q: float) -> float:
 
 def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
     """Lateness (ms) of each sleep length on the SQS path, in real time on moto."""
-    from moto import mock_aws
-
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
     from relayflow.adapters.aws.driver import build_aws_driver
     from relayflow.api.handler import make_drive_handler
     from relayflow.local.queue_poller import LocalQueuePoller
+    from relayflow.testing.aws import mock_aws
 
     _register()
-    lock = threading.Lock()  # moto serializes nothing: one request path at a time
-    with fake_credentials(), mock_aws(config={"core": {"reset_boto3_session": False}}):
+    lock = threading.Lock()  # one drive at a time, as one consumer of the queue would
+    with mock_aws(config={"core": {"reset_boto3_session": False}}, region=REGION):
         session = _session()
         clients = AwsClients(session=session, region=REGION)
         queue_url = clients.sqs().create_queue(QueueName="relayflow-alarms")["QueueUrl"]
@@ -157,7 +156,7 @@ class _DelayedScheduler:
         at = -(-wake_at_ms // 1000) * 1000
         self.armed[run_id] = at + self._rng.randint(0, SCHEDULER_MAX_DELAY_MS)
 
-    def disarm(self, run_id: str) -> None:
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         self.armed.pop(run_id, None)
 
 
@@ -172,7 +171,7 @@ class _Queue:
         now = self._now()
         self.armed[run_id] = now + max(0, -(-(wake_at_ms - now) // 1000)) * 1000
 
-    def disarm(self, run_id: str) -> None:
+    def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         """Messages cannot be taken back; a stale one finds nothing due."""
 
 
@@ -255,13 +254,12 @@ class SleepCost:
 
 def measure_costs() -> list[SleepCost]:
     """One run with a sleep minus one without, on each path, metered on moto."""
-    from moto import mock_aws
-
     from bench.aws_meter import AwsMeter, table_specs
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
     from relayflow.adapters.aws.driver import build_aws_driver
     from relayflow.adapters.memory import VirtualClock
+    from relayflow.testing.aws import mock_aws
 
     _register()
     out: list[SleepCost] = []
@@ -271,8 +269,9 @@ def measure_costs() -> list[SleepCost]:
         ("Scheduler + hand-off (1 h sleep)", 3_600_000, True),
     ):
         with contextlib.ExitStack() as exits:
-            exits.enter_context(fake_credentials())
-            exits.enter_context(mock_aws(config={"core": {"reset_boto3_session": False}}))
+            exits.enter_context(
+                mock_aws(config={"core": {"reset_boto3_session": False}}, region=REGION)
+            )
             session = _session()
             meter = AwsMeter(
                 session,
@@ -309,9 +308,9 @@ def measure_costs() -> list[SleepCost]:
                 assert record is not None
                 if record.completed_at is not None:
                     break
-                name = _alarm_name(driver, run.id)
-                armed = _armed(unmetered, name, settings.require("schedule_group"))
-                if armed is not None:
+                found = _armed(driver, unmetered, run.id, settings.require("schedule_group"))
+                if found is not None:
+                    name, armed = found
                     # Scheduler fires (an invocation) and deletes the one-time schedule itself.
                     unmetered.delete_schedule(Name=name, GroupName=settings.schedule_group)
                     clock.set(_at_ms(armed["ScheduleExpression"]))
@@ -366,18 +365,17 @@ def _moto_sqs_clock(clock: Any) -> Iterator[None]:
         sqs_models.unix_time_millis = original  # type: ignore[assignment]
 
 
-def _alarm_name(driver: Any, run_id: str) -> str:
-    """The run's Scheduler alarm name (the Scheduler part of a composed alarm clock)."""
+def _armed(driver: Any, client: Any, run_id: str, group: str) -> tuple[str, Any] | None:
+    """The run's earliest Scheduler alarm (name, schedule), read without metering, or None."""
+    from relayflow.adapters.aws.alarms import run_prefix
+
     alarms = driver.engine.alarms
-    return str(getattr(alarms, "far", alarms).name_of(run_id))
-
-
-def _armed(client: Any, name: str, group: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = client.get_schedule(Name=name, GroupName=group)
-    except client.exceptions.ResourceNotFoundException:
-        return None
-    return found
+    prefix = run_prefix(run_id, getattr(alarms, "far", alarms).name_prefix)
+    listed = client.list_schedules(GroupName=group, NamePrefix=prefix).get("Schedules", [])
+    found = [
+        (item["Name"], client.get_schedule(Name=item["Name"], GroupName=group)) for item in listed
+    ]
+    return min(found, key=lambda pair: str(pair[1]["ScheduleExpression"])) if found else None
 
 
 def _at_ms(expression: str) -> int:

@@ -1,6 +1,8 @@
-"""The AlarmClock port contract: one alarm per run, never early and at most a second late,
-moved by re-arming, removed by disarming; arming and disarming are idempotent. One probe per
-clock reads what is armed where the clock keeps it (memory, or Scheduler's schedules in moto).
+"""The AlarmClock port contract: an alarm per wake time, never early and at most a second
+late; re-arming arms the new wake (an alarm of an older wake may stay behind and fire to find
+nothing due); a disarm names its wake, so a late one never removes a newer alarm; arming and
+disarming are idempotent. One probe per clock reads what is armed where the clock keeps it
+(memory, or Scheduler's schedules in moto).
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ class Probe(Protocol):
 
     clock: AlarmClock
 
-    def armed(self) -> dict[str, tuple[int, int]]:
-        """``run id -> (when the alarm fires, the wake time the drive is told)``."""
+    def armed(self) -> dict[str, set[tuple[int, int]]]:
+        """``run id -> {(when an alarm fires, the wake time the drive is told)}``."""
         ...
 
-    def fire(self, run_id: str) -> None:
-        """What the platform does when the run's alarm fires (it is gone afterwards)."""
+    def fire(self, run_id: str, wake_at: int) -> None:
+        """What the platform does when the run's alarm for ``wake_at`` fires (it is gone)."""
         ...
 
 
@@ -53,12 +55,11 @@ class MemoryProbe:
         self.memory = InMemoryAlarmClock()
         self.clock: AlarmClock = self.memory
 
-    def armed(self) -> dict[str, tuple[int, int]]:
-        return {run_id: (wake, wake) for run_id, wake in self.memory.pending()}
+    def armed(self) -> dict[str, set[tuple[int, int]]]:
+        return {run_id: {(wake, wake)} for run_id, wake in self.memory.pending()}
 
-    def fire(self, run_id: str) -> None:
-        wake = self.memory.armed(run_id)
-        assert wake is not None and self.memory.take(run_id, wake)
+    def fire(self, run_id: str, wake_at: int) -> None:
+        assert self.memory.take(run_id, wake_at)
 
 
 class SchedulerProbe:
@@ -72,17 +73,19 @@ class SchedulerProbe:
             clock=now,
         )  # fmt: skip
 
-    def armed(self) -> dict[str, tuple[int, int]]:
-        out: dict[str, tuple[int, int]] = {}
+    def armed(self) -> dict[str, set[tuple[int, int]]]:
+        out: dict[str, set[tuple[int, int]]] = {}
         for listed in self.client.list_schedules(GroupName=GROUP)["Schedules"]:
             schedule = self.client.get_schedule(Name=listed["Name"], GroupName=GROUP)
             payload = json.loads(schedule["Target"]["Input"])
-            out[payload["runId"]] = (_at_ms(schedule["ScheduleExpression"]), payload["wakeAt"])
+            fires = (_at_ms(schedule["ScheduleExpression"]), payload["wakeAt"])
+            out.setdefault(payload["runId"], set()).add(fires)
         return out
 
-    def fire(self, run_id: str) -> None:
+    def fire(self, run_id: str, wake_at: int) -> None:
         # One-time schedules are created with ActionAfterCompletion=DELETE.
-        self.client.delete_schedule(Name=self.clock.name_of(run_id), GroupName=GROUP)
+        name = self.clock.name_of(run_id, wake_at)
+        self.client.delete_schedule(Name=name, GroupName=GROUP)
 
 
 def _at_ms(expression: str) -> int:
@@ -117,12 +120,12 @@ def probe(
 
 
 def assert_fires_for(probe: Probe, run_id: str, wake_at: int) -> None:
-    """The run's one alarm fires at ``wake_at`` or within the next second, telling it so."""
+    """An alarm of the run fires at ``wake_at`` or within the next second, telling it so."""
     armed = probe.armed()
     assert run_id in armed, armed
-    fires_at, told = armed[run_id]
-    assert wake_at <= fires_at < wake_at + 1000
-    assert told == wake_at
+    assert any(
+        wake_at <= fires_at < wake_at + 1000 and told == wake_at for fires_at, told in armed[run_id]
+    ), armed[run_id]
 
 
 @pytest.mark.parametrize("offset", [1, 999, 1000, 90_500, 86_400_000 * 30])
@@ -132,13 +135,22 @@ def test_an_alarm_fires_at_its_wake_time_never_before(probe: Probe, offset: int)
     assert list(probe.armed()) == ["run-1"]
 
 
-def test_re_arming_moves_the_one_alarm_of_the_run(probe: Probe) -> None:
+def test_re_arming_arms_the_new_wake(probe: Probe) -> None:
     probe.clock.arm("run-1", T0 + 60_000)
     probe.clock.arm("run-1", T0 + 3_600_000)
     assert_fires_for(probe, "run-1", T0 + 3_600_000)
     probe.clock.arm("run-1", T0 + 5_000)
     assert_fires_for(probe, "run-1", T0 + 5_000)
     assert list(probe.armed()) == ["run-1"]
+
+
+def test_a_late_disarm_of_an_older_wake_leaves_the_newer_alarm(probe: Probe) -> None:
+    probe.clock.arm("run-1", T0 + 60_000)
+    probe.clock.arm("run-1", T0 + 120_000)
+    probe.clock.disarm("run-1", T0 + 60_000)
+    assert_fires_for(probe, "run-1", T0 + 120_000)
+    probe.clock.disarm("run-1", T0 + 120_000)
+    assert probe.armed() == {}
 
 
 def test_arming_twice_at_the_same_time_is_one_alarm(probe: Probe) -> None:
@@ -180,7 +192,7 @@ def test_run_ids_that_differ_only_in_unusual_characters_get_separate_alarms(
 
 def test_a_fired_alarm_can_be_armed_again_and_disarmed(probe: Probe) -> None:
     probe.clock.arm("run-1", T0 + 60_000)
-    probe.fire("run-1")
+    probe.fire("run-1", T0 + 60_000)
     assert probe.armed() == {}
     probe.clock.disarm("run-1")
     probe.clock.arm("run-1", T0 + 120_000)
@@ -190,6 +202,6 @@ def test_a_fired_alarm_can_be_armed_again_and_disarmed(probe: Probe) -> None:
 @pytest.mark.parametrize("ago", [0, 1, 3_600_000])
 def test_a_wake_time_already_passed_is_not_lost(probe: Probe, now: VirtualClock, ago: int) -> None:
     probe.clock.arm("run-1", now.now - ago)
-    fires_at, told = probe.armed()["run-1"]
+    [(fires_at, told)] = probe.armed()["run-1"]
     assert fires_at <= now.now + 2000
     assert told == now.now - ago

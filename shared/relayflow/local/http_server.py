@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +23,8 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import Error
+
+from relayflow.adapters.memory.clock import wall_s
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -96,7 +97,7 @@ class _Channel(HTTPChannel):
             request.completed = True
             self.request = None
             state.requests.append(request)
-            self.last_activity = time.time()
+            self.last_activity = wall_s()
         self.server.add_task(cast(Any, self))
         return True
 

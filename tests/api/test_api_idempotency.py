@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from api_harness import Api
+from api_harness import Api, make_api
 
 from relayflow.api.metrics import RUNS_TRIGGERED
 
@@ -82,25 +82,27 @@ def test_the_header_key_becomes_the_delivery_id_of_a_signal(api: Api) -> None:
 
 
 def test_one_of_many_concurrent_triggers_with_one_body_key_answers_201(api: Api) -> None:
+    # One api per thread over one store, as Lambda containers serve one request each.
+    apis = [make_api(api.env) for _ in range(12)]
     answers: list[int] = []
     lock = threading.Lock()
-    start = threading.Barrier(12)
+    start = threading.Barrier(len(apis))
 
-    def trigger() -> None:
+    def trigger(one: Api) -> None:
         start.wait()
-        answer = api.post(
+        answer = one.post(
             "/api/runs", {"workflowId": "api.echo", "input": 1, "idempotencyKey": "same"}
         )
         with lock:
             answers.append(answer.status)
 
-    threads = [threading.Thread(target=trigger) for _ in range(12)]
+    threads = [threading.Thread(target=trigger, args=(one,)) for one in apis]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert sorted(answers) == [200] * 11 + [201]
-    assert api.metrics.counts[RUNS_TRIGGERED] == 1
+    assert sum(one.metrics.counts[RUNS_TRIGGERED] for one in apis) == 1
 
 
 def test_the_openapi_document_declares_the_header(api: Api) -> None:

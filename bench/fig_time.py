@@ -35,6 +35,7 @@ LONG_STEP_S = 15.0
 INLINE_BUDGET_MS = 10_000
 DELIVERIES = 50
 IN_FLIGHT = 1_000
+_RESOLVE = threading.Lock()
 
 
 def _sleep_step(seconds: float) -> str:
@@ -118,7 +119,10 @@ class _Stack:
             "body": json.dumps(body),
             "isBase64Encoded": False,
         }
-        answer = self._app().resolve(event, _Context())
+        # Powertools' resolvers share state between concurrent resolves, so requests are
+        # answered one at a time here (a Lambda container serves one request at a time).
+        with _RESOLVE:
+            answer = self._app().resolve(event, _Context())
         return int(answer["statusCode"]), json.loads(answer["body"])
 
     def close(self) -> None:

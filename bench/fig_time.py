@@ -35,6 +35,7 @@ LONG_STEP_S = 15.0
 INLINE_BUDGET_MS = 10_000
 DELIVERIES = 50
 IN_FLIGHT = 1_000
+_RESOLVE = threading.Lock()
 
 
 def _sleep_step(seconds: float) -> str:
@@ -82,14 +83,27 @@ class _Stack:
             handoff=lambda run_id, at: self.pool.submit(self._drive, run_id, at),
         )
         self.driver = WorkflowDriver(engine=self.engine, manifests=InMemoryManifestStore())
-        self.app = create_app(
-            self.driver,
-            self.driver.admin,
-            auth=AllowAllAuth(),
-            metrics=RecordingMetrics(),
-            hand_off=True,
-            inline_budget_ms=budget_ms,
-        )
+        self._budget_ms = budget_ms
+        # One api per thread, as each Lambda container serves one request at a time.
+        self._apps = threading.local()
+
+    def warm_api(self) -> None:
+        """Build this thread's api now."""
+        self._app()
+
+    def _app(self) -> Any:
+        app = getattr(self._apps, "app", None)
+        if app is None:
+            app = create_app(
+                self.driver,
+                self.driver.admin,
+                auth=AllowAllAuth(),
+                metrics=RecordingMetrics(),
+                hand_off=True,
+                inline_budget_ms=self._budget_ms,
+            )
+            self._apps.app = app
+        return app
 
     def _drive(self, run_id: str, at: int) -> None:
         self.engine.drive_from_event({"runId": run_id, "wakeAt": at})
@@ -105,7 +119,10 @@ class _Stack:
             "body": json.dumps(body),
             "isBase64Encoded": False,
         }
-        answer = self.app.resolve(event, _Context())  # type: ignore[arg-type]
+        # Powertools' resolvers share state between concurrent resolves, so requests are
+        # answered one at a time here (a Lambda container serves one request at a time).
+        with _RESOLVE:
+            answer = self._app().resolve(event, _Context())
         return int(answer["statusCode"]), json.loads(answer["body"])
 
     def close(self) -> None:
@@ -146,6 +163,7 @@ def measure_acks(n: int, budget_ms: int) -> tuple[list[float], int, int]:
         lock = threading.Lock()
 
         def deliver(index: int) -> None:
+            stack.warm_api()  # a warm container per request, built before the clock starts
             barrier.wait()
             start = time.perf_counter()
             status, _ = stack.post(
@@ -157,6 +175,7 @@ def measure_acks(n: int, budget_ms: int) -> tuple[list[float], int, int]:
                 latencies.append(time.perf_counter() - start)
 
         threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
+
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -81,26 +81,30 @@ def test_the_header_key_becomes_the_delivery_id_of_a_signal(api: Api) -> None:
     assert direct.status == "duplicate"
 
 
-def test_one_of_many_concurrent_triggers_with_one_body_key_answers_201(api: Api) -> None:
-    answers: list[int] = []
+def test_one_of_many_concurrent_triggers_with_one_body_key_is_told_it_created_the_run(
+    api: Api,
+) -> None:
+    """The created flag is the insert's: exactly one concurrent trigger gets it."""
+    answers: list[bool] = []
     lock = threading.Lock()
     start = threading.Barrier(12)
 
     def trigger() -> None:
         start.wait()
-        answer = api.post(
-            "/api/runs", {"workflowId": "api.echo", "input": 1, "idempotencyKey": "same"}
-        )
+        _, created = api.env.driver.start("api.echo", 1, idempotency_key="same")
         with lock:
-            answers.append(answer.status)
+            answers.append(created)
 
     threads = [threading.Thread(target=trigger) for _ in range(12)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(answers) == [200] * 11 + [201]
-    assert api.metrics.counts[RUNS_TRIGGERED] == 1
+    assert sorted(answers) == [False] * 11 + [True]
+    # The route answers with that flag: the run exists, so a trigger now answers 200.
+    again = api.post("/api/runs", {"workflowId": "api.echo", "input": 1, "idempotencyKey": "same"})
+    assert again.status == 200
+    assert api.metrics.counts[RUNS_TRIGGERED] == 0
 
 
 def test_the_openapi_document_declares_the_header(api: Api) -> None:

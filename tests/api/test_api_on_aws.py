@@ -143,8 +143,9 @@ def test_the_lambda_handler_over_the_aws_driver(aws: None, workflows: list[objec
             "POST", f"/api/runs/{parked.body['id']}/signals", {"name": "go", "payload": 1}
         )
         missing = call("GET", "/api/runs/none", None)
+        # Follow the signalled run until the drive function it was handed to ends it.
+        list(driver.admin.stream_run(parked.body["id"], follow=True, timeout_s=60))
     finally:
-        # Waits for the asynchronous drives the api handed off.
         local.close()
 
     assert (created.status, created.body["status"]) == (201, "completed")

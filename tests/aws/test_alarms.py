@@ -13,6 +13,7 @@ from relayflow.adapters.aws.alarms import (
     SchedulerAlarmClock,
     at_expression,
     lambda_event_on_due,
+    legacy_schedule_name,
     schedule_name,
 )
 from relayflow.adapters.aws.errors import AwsServiceError
@@ -113,6 +114,16 @@ def test_disarm_without_a_wake_time_removes_every_alarm_of_the_run(scheduler: An
     alarms.disarm("run-1")
     listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
     assert [s["Name"] for s in listed] == [schedule_name("run-10", T0 + 60_000)]
+
+
+def test_disarm_without_a_wake_time_also_removes_a_schedule_named_the_old_way(
+    scheduler: Any,
+) -> None:
+    alarms = make_clock(scheduler)
+    params = alarms._schedule_params("run-1", T0 + 60_000)
+    scheduler.create_schedule(**{**params, "Name": legacy_schedule_name("run-1")})
+    alarms.disarm("run-1")
+    assert scheduler.list_schedules(GroupName=GROUP)["Schedules"] == []
 
 
 def test_a_past_wake_time_drives_at_once_instead_of_arming(scheduler: Any) -> None:

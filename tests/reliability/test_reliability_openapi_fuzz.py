@@ -56,6 +56,15 @@ def test_generated_requests_get_no_5xx_and_answers_that_match_the_document(
     operation = schema[path][method]
     problems: list[str] = []
     excluded = _excluded()
+    if method == "POST" and any(
+        p.get("name") == "Idempotency-Key" for p in operation.definition.raw.get("parameters", [])
+    ):
+        # With a generated header parameter (Idempotency-Key) schemathesis counts the
+        # explicit Authorization header as generated too and flags every accepted request;
+        # these routes' 401s are asserted in tests/api/test_api_auth.py.
+        from schemathesis.checks import CHECKS
+
+        excluded = [*excluded, CHECKS.get_one("ignored_auth")]
 
     @settings(
         max_examples=EXAMPLES,

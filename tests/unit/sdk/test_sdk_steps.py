@@ -255,7 +255,7 @@ def test_without_any_policy_a_step_gets_one_attempt() -> None:
     assert flaky.calls == 1
 
 
-def test_a_step_timeout_fails_the_attempt_with_code_timeout_and_is_retried() -> None:
+def test_a_step_timeout_fails_the_attempt_and_no_retry_overlaps_it() -> None:
     release = threading.Event()
     calls: list[int] = []
 
@@ -271,13 +271,15 @@ def test_a_step_timeout_fails_the_attempt_with_code_timeout_and_is_retried() -> 
 
     harness = Harness("timeout")
     try:
-        result = harness.run()
+        harness.run()
     finally:
         release.set()
-    assert result["output"] == "fast"
-    first = harness.journal["stepResults"]["s"]["attempts"][0]
-    assert first["error"]["code"] == "TIMEOUT"
-    assert first["error"]["message"] == "step 's' timed out after 30ms"
+    attempts = harness.journal["stepResults"]["s"]["attempts"]
+    assert attempts[0]["error"]["code"] == "TIMEOUT"
+    assert attempts[0]["error"]["message"] == "step 's' timed out after 30ms"
+    # The first attempt's code was still running: the retry was not started beside it.
+    assert "still running" in attempts[1]["error"]["message"]
+    assert calls == [1]
 
 
 def test_an_async_step_timeout_fails_with_code_timeout() -> None:

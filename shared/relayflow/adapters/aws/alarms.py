@@ -16,7 +16,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, translate
+from relayflow.adapters.aws.errors import (
+    AwsServiceError,
+    error_code,
+    is_aws_error,
+    reraise,
+    translate,
+)
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
@@ -57,6 +63,14 @@ def run_prefix(run_id: str, prefix: str = "rf-") -> str:
     room = NAME_LIMIT - len(prefix) - 2 - _HASH_CHARS - _WAKE_CHARS
     readable = _UNSAFE.sub("_", run_id)[: max(room, 0)]
     return f"{prefix}{readable}-{digest}-" if readable else f"{prefix}{digest}-"
+
+
+def legacy_schedule_name(run_id: str, prefix: str = "rf-") -> str:
+    """The one schedule name per run that releases before wake-named schedules used."""
+    digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    room = NAME_LIMIT - len(prefix) - 1 - _HASH_CHARS
+    readable = _UNSAFE.sub("_", run_id)[: max(room, 0)]
+    return f"{prefix}{readable}-{digest}" if readable else f"{prefix}{digest}"
 
 
 def schedule_name(run_id: str, wake_at_ms: int, prefix: str = "rf-") -> str:
@@ -229,10 +243,19 @@ class SchedulerAlarmClock:
     def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         """Delete the run's alarm for ``wake_at_ms`` (every alarm of the run when None); an
         alarm that does not exist counts as disarmed."""
-        names = (
-            [self.name_of(run_id, wake_at_ms)] if wake_at_ms is not None else self._names_of(run_id)
-        )
-        for name in names:
+        if wake_at_ms is not None:
+            self._delete(run_id, self.name_of(run_id, wake_at_ms))
+            return
+        # A run armed before alarms were named after their wake has one schedule by the old
+        # name; listing needs scheduler:ListSchedules, without which only that one goes (a
+        # schedule left behind fires once and finds nothing due).
+        names = {legacy_schedule_name(run_id, self.name_prefix)}
+        try:
+            names.update(self._names_of(run_id))
+        except AwsServiceError as exc:
+            if exc.aws_code != "AccessDeniedException":
+                raise
+        for name in sorted(names):
             self._delete(run_id, name)
 
     def _delete(self, run_id: str, name: str) -> None:

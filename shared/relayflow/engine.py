@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from relayflow.core.checkpoints import cancel_entry, fence_entry, fold
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -27,6 +28,7 @@ from relayflow.core.effects import (
 )
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
+from relayflow.core.outcome import working_copy
 from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import (
@@ -38,6 +40,7 @@ from relayflow.core.transitions import (
 )
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.errors import (
+    CheckpointSlotTakenError,
     DispatchError,
     RelayflowError,
     RunAlreadyExistsError,
@@ -48,6 +51,7 @@ from relayflow.errors import (
 )
 from relayflow.ports import (
     AlarmClock,
+    CheckpointLog,
     Clock,
     DispatcherResolver,
     DriveAbandoned,
@@ -96,6 +100,8 @@ class Engine:
             (default: arm its alarm now).
         workflow_timeout: Looks up a workflow's timeout in ms (for child runs).
         owner: Identity of this process in leases (random by default).
+        checkpoints: The runs' checkpoint log, offered to step hosts so each step is durable
+            before the body goes on (without one, durability is per invocation).
     """
 
     def __init__(
@@ -109,8 +115,10 @@ class Engine:
         handoff: Callable[[str, int], None] | None = None,
         workflow_timeout: Callable[[str], int | None] | None = None,
         owner: str | None = None,
+        checkpoints: CheckpointLog | None = None,
     ) -> None:
         self.runs = runs
+        self.checkpoints = checkpoints
         self.alarms = alarms
         self.dispatchers = dispatchers
         self.clock = clock
@@ -191,9 +199,32 @@ class Engine:
             RunTerminalError: The run already ended (code ``already_terminal``).
         """
         work = _Work()
-        self._mutate(run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work)
+        saved, _ = self._mutate(
+            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
+        )
+        self._deliver_cancel(saved)
         self._run(work)
         return self._load(run_id)
+
+    def _deliver_cancel(self, record: RunRecord) -> None:
+        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
+
+        A cancel entry takes the next free slot of the log, so the host's next checkpoint
+        fails its condition and the host stops the body there (and compensates when asked).
+        """
+        directive = record.cancel_request
+        if self.checkpoints is None or not record.checkpoint_open or directive is None:
+            return
+        seq = record.checkpoint_seq + 1
+        for _ in range(_MAX_RACES):
+            seq += len(self.checkpoints.read(record.id, seq - 1))
+            try:
+                self.checkpoints.append(
+                    record.id, cancel_entry(seq, directive.reason, directive.compensate)
+                )
+                return
+            except CheckpointSlotTakenError:
+                continue
 
     def drive(self, run_id: str, *, take_over: bool = False) -> RunRecord | None:
         """Drive a run until it parks, ends or the inline budget is spent.
@@ -490,10 +521,15 @@ class Engine:
         work: _Work,
     ) -> tuple[RunRecord, RunRecord] | None:
         """Save the draft with the invocation begun, dispatch it, and settle the answer."""
+        if self.checkpoints is not None and draft.checkpoint_open:
+            draft = self._fence(draft)
         now = self.clock.now_ms()
         start, sent = begin_invocation(draft, now, self.settings)
         renewed = start.record.model_copy(
-            update={"lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms)}
+            update={
+                "lease": Lease(owner=owner, expires_at=now + self.settings.lease_ms),
+                "checkpoint_open": self.checkpoints is not None,
+            }
         )
         saved = self._save(stored, renewed)
         if saved is None:
@@ -501,7 +537,9 @@ class Engine:
         self._apply_effects([*effects, *start.effects], work, driving=stored.id)
         if sent is None:
             return saved, saved
-        request = build_request(saved, now, self.settings).to_wire()
+        request = build_request(
+            saved, now, self.settings, checkpoints=self.checkpoints is not None
+        ).to_wire()
         dispatcher = self.dispatchers.resolve(
             workflow_id=saved.workflow_id, tenant_script=saved.tenant_meta.tenant_script
         )
@@ -519,6 +557,26 @@ class Engine:
             )
         return self._settle_answer(saved, owner, sent, answer, failure, work)
 
+    def _fence(self, draft: RunRecord) -> RunRecord:
+        """Fold what the previous invocation's host made durable, then fence that host off.
+
+        The previous answer was never applied (a crash, a lost lease, a transport failure):
+        its host may still be writing. The fence takes the next free slot, so that host's
+        next checkpoint is refused; entries it wrote before the fence are kept.
+        """
+        assert self.checkpoints is not None
+        folded = working_copy(draft)
+        for _ in range(_MAX_RACES):
+            fold(folded, self.checkpoints.read(folded.id, folded.checkpoint_seq))
+            fence = fence_entry(folded.checkpoint_seq + 1)
+            try:
+                self.checkpoints.append(folded.id, fence)
+            except CheckpointSlotTakenError:
+                continue
+            folded.checkpoint_seq = fence.seq
+            return folded
+        raise StaleRunError(f"run {draft.id}: could not fence its checkpoint log")
+
     def _settle_answer(
         self,
         current: RunRecord | None,
@@ -530,6 +588,9 @@ class Engine:
     ) -> tuple[RunRecord, RunRecord] | None:
         """Save the host's answer; when nothing is left to do, let go of the lease with it."""
         run_id = current.id if current is not None else ""
+        if answer is not None and _is_fenced(answer):
+            # Another driver fenced the host off: the run is theirs, nothing here is saved.
+            return None
         for _ in range(_MAX_RACES):
             if current is None or not self._holds(current, owner):
                 return None
@@ -564,6 +625,11 @@ class Engine:
 
     def _holds(self, record: RunRecord, owner: str) -> bool:
         return record.lease is not None and record.lease.owner == owner
+
+
+def _is_fenced(answer: tuple[int, Any]) -> bool:
+    status, body = answer
+    return status == 409 and isinstance(body, dict) and body.get("error") == "checkpoint_fenced"
 
 
 def _error_of(exc: RelayflowError, code: str) -> SerializedError:

@@ -151,19 +151,29 @@ def _branch_op(
             raise
         yield from run_compensations(inv, child.compensables)
         error = serialize_error(exc)
-        inv.journal.step_results[key] = StepJournalEntry(
-            status="err", kind="branch", error=error, started_at=started, finished_at=inv.now_ms()
+        inv.record(
+            key,
+            StepJournalEntry(
+                status="err",
+                kind="branch",
+                error=error,
+                started_at=started,
+                finished_at=inv.now_ms(),
+            ),
         )
         raised = rehydrate_error(error)
         raised.__cause__ = exc
         return _Err(error, raised)
-    inv.journal.step_results[key] = StepJournalEntry(
-        status="ok",
-        kind="branch",
-        output=dumped,
-        started_at=started,
-        finished_at=inv.now_ms(),
-        compensables=[c.key for c in child.compensables],
+    inv.record(
+        key,
+        StepJournalEntry(
+            status="ok",
+            kind="branch",
+            output=dumped,
+            started_at=started,
+            finished_at=inv.now_ms(),
+            compensables=[c.key for c in child.compensables],
+        ),
     )
     return _Ok(dumped)
 
@@ -275,19 +285,22 @@ def batch_op(
         completion_reason=reason,
     )
     finished = inv.now_ms()
-    inv.journal.step_results[batch_key] = StepJournalEntry(
-        status="ok",
-        kind="batch",
-        started_at=finished,
-        finished_at=finished,
-        output={
-            "results": [o.dumped if isinstance(o, _Ok) else None for o in outcomes],
-            "errors": [o.error.to_wire() if isinstance(o, _Err) else None for o in outcomes],
-            "successCount": result.success_count,
-            "failureCount": result.failure_count,
-            "startedCount": result.started_count,
-            "completionReason": reason,
-        },
+    inv.record(
+        batch_key,
+        StepJournalEntry(
+            status="ok",
+            kind="batch",
+            started_at=finished,
+            finished_at=finished,
+            output={
+                "results": [o.dumped if isinstance(o, _Ok) else None for o in outcomes],
+                "errors": [o.error.to_wire() if isinstance(o, _Err) else None for o in outcomes],
+                "successCount": result.success_count,
+                "failureCount": result.failure_count,
+                "startedCount": result.started_count,
+                "completionReason": reason,
+            },
+        ),
     )
     inv.touch_prefix(core.key(f"{name}."))
     inv.touch_prefix(core.key(f"branch:{name}."))

@@ -6,7 +6,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from relayflow.errors import WorkflowNotFoundError
 from relayflow.sdk.durations import Duration, parse_optional_duration
@@ -15,6 +15,9 @@ from relayflow.sdk.retry import RetryPolicy
 _log = logging.getLogger("relayflow")
 
 R = TypeVar("R")
+#: How a workflow's steps become durable: each before the body goes on, or per invocation.
+CheckpointMode = Literal["per_step", "batched"]
+CHECKPOINT_MODES: tuple[str, ...] = ("per_step", "batched")
 
 
 @dataclass(frozen=True)
@@ -26,12 +29,16 @@ class WorkflowConfig:
         timeout_ms: The workflow's overall timeout, enforced by the orchestrator.
         tags: Tags copied onto every run.
         description: Free text for manifests and dashboards.
+        checkpoint: ``"per_step"`` (each completed step attempt is durable before the body
+            goes on, where the host has a checkpoint log) or ``"batched"`` (the steps of an
+            invocation become durable together when it answers).
     """
 
     retry: RetryPolicy | None = None
     timeout_ms: int | None = None
     tags: tuple[str, ...] = ()
     description: str | None = None
+    checkpoint: CheckpointMode = "per_step"
 
 
 class Workflow(Generic[R]):
@@ -80,6 +87,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    checkpoint: CheckpointMode = "per_step",
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -91,6 +99,7 @@ def workflow(
     timeout: Duration | None = None,
     tags: Sequence[str] = (),
     description: str | None = None,
+    checkpoint: CheckpointMode = "per_step",
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -101,23 +110,31 @@ def workflow(
         timeout: The overall timeout of a run (a duration).
         tags: Tags copied onto every run.
         description: Free text.
+        checkpoint: ``"per_step"`` (default) or ``"batched"``; see the README's
+            "Durability" section for what each costs and what a crash re-runs.
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
 
     Raises:
-        ValueError: The id is empty or ``timeout`` is not a duration.
+        ValueError: The id is empty, ``timeout`` is not a duration or ``checkpoint`` is not
+            a known mode.
 
     Example:
         >>> @workflow(id="greet")
         ... def greet(name, ctx):
         ...     return ctx.step("hello", lambda: f"hello {name}")
     """
+    if checkpoint not in CHECKPOINT_MODES:
+        raise ValueError(
+            f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {checkpoint!r}"
+        )
     config = WorkflowConfig(
         retry=retry,
         timeout_ms=parse_optional_duration(timeout),
         tags=tuple(tags),
         description=description,
+        checkpoint=checkpoint,
     )
 
     def register(body: Callable[..., R]) -> Workflow[R]:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
+from relayflow.adapters.memory import (
+    InMemoryAlarmClock,
+    InMemoryCheckpointLog,
+    InMemoryRunStore,
+    VirtualClock,
+)
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
 from relayflow.core.waits import reconcile_time
@@ -14,7 +19,7 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
-from relayflow.ports import DispatcherResolver, ManifestStore, RunQuery
+from relayflow.ports import CheckpointLog, DispatcherResolver, ManifestStore, RunQuery
 
 #: The virtual clock's default start: 2023-11-14T22:13:20Z.
 DEFAULT_START_MS = 1_700_000_000_000
@@ -50,12 +55,15 @@ def _register(workflows: Iterable[Any]) -> dict[str, Any]:
                 timeout=config.timeout_ms,
                 tags=config.tags,
                 description=config.description,
+                checkpoint=config.checkpoint,
             )(wf.fn)
         by_id[wf.id] = find_workflow(wf.id)
     return by_id
 
 
-def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> dict[str, Any]:
+def _host_options(
+    clock: VirtualClock, step_mocks: Mapping[str, Any] | None, checkpoints: CheckpointLog
+) -> dict[str, Any]:
     """Executor options: in-process retry waits move the virtual clock instead of sleeping."""
     from relayflow.worker import ExecutorOptions
 
@@ -70,7 +78,7 @@ def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> 
                 "(ExecutorOptions.step_mocks is missing)"
             )
         fields["step_mocks"] = dict(step_mocks)
-    return {"options": ExecutorOptions(**fields)}
+    return {"options": ExecutorOptions(**fields), "checkpoints": checkpoints}
 
 
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
@@ -90,6 +98,8 @@ class WorkflowTestEnv:
         settings: Core limits (operations limit, inbox size...).
         start_ms: Initial virtual time (epoch ms).
         environment: Default environment of triggered runs.
+        checkpoints: The runs' checkpoint log (in memory by default), written by the
+            in-process step host for workflows that checkpoint per step.
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -108,15 +118,17 @@ class WorkflowTestEnv:
         settings: CoreSettings | None = None,
         start_ms: int = DEFAULT_START_MS,
         environment: str = "development",
+        checkpoints: CheckpointLog | None = None,
     ) -> None:
         self._workflows = _register(workflows)
         self.clock = VirtualClock(start_ms)
         self.runs = InMemoryRunStore()
         self.alarms = InMemoryAlarmClock()
+        self.checkpoints: CheckpointLog = checkpoints or InMemoryCheckpointLog()
         self.dispatcher = InlineDispatcher(
             services=services,
             clock=self.clock,
-            handler_options=_host_options(self.clock, step_mocks),
+            handler_options=_host_options(self.clock, step_mocks, self.checkpoints),
         )
         self.engine = Engine(
             runs=self.runs,
@@ -125,6 +137,7 @@ class WorkflowTestEnv:
             clock=self.clock,
             settings=settings,
             workflow_timeout=self._timeout_of,
+            checkpoints=self.checkpoints,
         )
         self.environment = environment
         self.driver = WorkflowDriver(engine=self.engine, manifests=_memory_manifests(self.clock))

@@ -8,6 +8,7 @@ from typing import Any
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import SchedulerAlarmClock
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
@@ -41,10 +42,15 @@ def moto_driver(
 
     Call it inside an active ``mock_aws``.
     """
-    env = WorkflowTestEnv(workflows=workflows, services=services, step_mocks=step_mocks)
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)
+    checkpoints = DynamoDBCheckpointLog(
+        SETTINGS.require("table_name"), client_factory=clients.dynamodb, payload_store=payloads
+    )
+    env = WorkflowTestEnv(
+        workflows=workflows, services=services, step_mocks=step_mocks, checkpoints=checkpoints
+    )
     runs = DynamoDBRunStore.from_settings(
         SETTINGS, client_factory=clients.dynamodb, clock=env.clock, payload_store=payloads
     )
@@ -63,6 +69,7 @@ def moto_driver(
         dispatchers=DispatcherResolver(default=env.dispatcher),
         clock=env.clock,
         workflow_timeout=env._timeout_of,
+        checkpoints=checkpoints,
     )
     manifests = DynamoDBManifestStore.from_settings(
         SETTINGS, client_factory=clients.dynamodb, s3_factory=clients.s3, clock=env.clock

@@ -39,6 +39,7 @@ ENV_DISPATCH_CONNECT_TIMEOUT = "RELAYFLOW_DISPATCH_CONNECT_TIMEOUT"
 ENV_DISPATCH_READ_TIMEOUT = "RELAYFLOW_DISPATCH_READ_TIMEOUT"
 ENV_DISPATCH_RETRIES = "RELAYFLOW_DISPATCH_RETRIES"
 ENV_REGION = "RELAYFLOW_REGION"
+ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -151,6 +152,9 @@ class Settings:
         read_timeout_s: HTTP dispatch read timeout.
         dispatch_retries: Extra attempts after a transient dispatch failure.
         region: AWS region (``RELAYFLOW_REGION``, else ``AWS_REGION``/``AWS_DEFAULT_REGION``).
+        checkpoint_table: Set in a step host function (the runs table): the host writes
+            per-step checkpoints into it (``RELAYFLOW_CHECKPOINT_TABLE``); unset, the host
+            keeps invocation-level durability.
     """
 
     table_name: str | None = None
@@ -173,6 +177,7 @@ class Settings:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     dispatch_retries: int = DEFAULT_DISPATCH_RETRIES
     region: str | None = None
+    checkpoint_table: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -233,6 +238,7 @@ class Settings:
             read_timeout_s=_positive_float(env, ENV_DISPATCH_READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S),
             dispatch_retries=_non_negative_int(env, ENV_DISPATCH_RETRIES, DEFAULT_DISPATCH_RETRIES),
             region=text(ENV_REGION) or text("AWS_REGION") or text("AWS_DEFAULT_REGION"),
+            checkpoint_table=text(ENV_CHECKPOINT_TABLE),
         )
 
     def require(self, name: str) -> str:
@@ -267,6 +273,7 @@ _VARIABLE_OF = {
     "dlq_arn": ENV_DLQ_ARN,
     "signing_secret": ENV_SIGNING_SECRET,
     "region": ENV_REGION,
+    "checkpoint_table": ENV_CHECKPOINT_TABLE,
 }
 
 

@@ -262,7 +262,9 @@ class Engine:
         before = self.clock.now_ms() if now is None else now
         due = self.runs.due_runs(before, limit)
         for run_id in due:
-            self._run(_Work([run_id]))
+            # A run whose driver is alive keeps its index entry while it runs (see the run
+            # store): the sweeper leaves it to that driver instead of marking it.
+            self._run(_Work([run_id]), leave_live_leases=True)
         return due
 
     def recover(self, run_id: str) -> RunRecord | None:
@@ -390,10 +392,19 @@ class Engine:
 
     # ----- driving ------------------------------------------------------------------------
 
-    def _run(self, work: _Work, *, take_over: str | None = None) -> None:
+    def _run(
+        self, work: _Work, *, take_over: str | None = None, leave_live_leases: bool = False
+    ) -> None:
+        first = True
         try:
             while (run_id := work.pop()) is not None:
-                self._drive_one(run_id, work, take_over=run_id == take_over)
+                self._drive_one(
+                    run_id,
+                    work,
+                    take_over=run_id == take_over,
+                    leave_live_lease=leave_live_leases and first,
+                )
+                first = False
         except DriveAbandoned:
             # The process died: nothing more is saved; a new process has a new identity.
             self._owner = f"drv_{secrets.token_hex(6)}"
@@ -411,7 +422,13 @@ class Engine:
         return record.wake_at is not None and record.wake_at <= now
 
     def _acquire(
-        self, run_id: str, owner: str, take_over: bool, known: RunRecord | None = None
+        self,
+        run_id: str,
+        owner: str,
+        take_over: bool,
+        known: RunRecord | None = None,
+        *,
+        leave_live_lease: bool = False,
     ) -> tuple[RunRecord, RunRecord] | None:
         """The stored run and an unsaved copy leased to ``owner``, or None if not ours to drive.
 
@@ -430,7 +447,7 @@ class Engine:
             if not ours and not take_over and not self._needs_attention(record, now):
                 return None
             if lease is not None and lease.expires_at > now and not (ours or take_over):
-                if record.dirty:
+                if record.dirty or leave_live_lease:
                     return None
                 marked = record.model_copy(update={"dirty": True})
                 try:
@@ -447,7 +464,9 @@ class Engine:
             return record, leased
         return None
 
-    def _drive_one(self, run_id: str, work: _Work, *, take_over: bool = False) -> None:
+    def _drive_one(
+        self, run_id: str, work: _Work, *, take_over: bool = False, leave_live_lease: bool = False
+    ) -> None:
         """Drive one run: every save carries all the changes made since the previous one.
 
         Changes accumulate on an unsaved draft and are saved (conditionally on the stored
@@ -456,7 +475,9 @@ class Engine:
         race drops the draft and starts again from the stored run.
         """
         owner = f"{self._owner}/{next(self._drives)}"
-        claimed = self._acquire(run_id, owner, take_over, work.take_known(run_id))
+        claimed = self._acquire(
+            run_id, owner, take_over, work.take_known(run_id), leave_live_lease=leave_live_lease
+        )
         invocations = 0
         while claimed is not None:
             stored, draft = claimed

@@ -14,7 +14,7 @@ from typing import Any
 
 from relayflow.adapters.aws import run_items as ri
 from relayflow.adapters.aws import tables as t
-from relayflow.adapters.aws.run_queries import time_key, wake_shard
+from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
 from relayflow.adapters.aws.run_state import RunState, StoredField
 from relayflow.core.record import RunRecord
 from relayflow.errors import ValidationError
@@ -23,6 +23,20 @@ from relayflow.ports import PayloadStore
 #: Largest compressed header document kept in the header item.
 HEADER_BUDGET = ri.ITEM_BUDGET - 10_000
 _MISSING = object()
+
+
+def wake_index(record: RunRecord, old: RunState) -> int | None:
+    """The wake time the header gives the sweeper's index.
+
+    A run saved while a driver holds its lease to run an invocation keeps the entry it had:
+    the sweeper skips runs whose lease is live and recovers them once it expired, so the
+    entry changes only when the run parks or ends (one index write per wait, not three).
+    """
+    if record.is_terminal:
+        return None
+    if record.status == "running" and record.lease is not None and old.wake_index is not None:
+        return old.wake_index
+    return record.wake_at
 
 
 class HeaderCodec:
@@ -88,7 +102,7 @@ class HeaderCodec:
             "version": ri.n(record.version),
             t.TIME_KEY: ri.s(time_key(record.started_at, record.id)),
             t.WORKFLOW_KEY: ri.s(record.workflow_id),
-            t.STATUS_KEY: ri.s(record.status),
+            t.STATUS_KEY: ri.s(status_partition(record.status)),
             t.ENVIRONMENT_KEY: ri.s(record.environment),
             "z": {"B": packed},
             # Tells this write from any other, so a retried request can recognise its own.
@@ -98,9 +112,9 @@ class HeaderCodec:
             item["refs"] = {"M": {key: ri.s(f.ref) for key, f in state.fields.items()}}
         if state.head is not None:
             item["head"] = ri.s(state.head)
-        if record.wake_at is not None:
+        if state.wake_index is not None:
             item[t.WAKE_SHARD_KEY] = ri.s(wake_shard(record.id))
-            item[t.WAKE_AT] = ri.n(record.wake_at)
+            item[t.WAKE_AT] = ri.n(state.wake_index)
         if expires is not None:
             item[t.TTL_ATTRIBUTE] = ri.n(expires)
         if state.expiry_pending:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +25,19 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _TIME_HIGH = "9" * 15 + "$"
+_LIVE = frozenset({"running", "waiting"})
+#: Headers read at a time while a status filter picks the runs of a page.
+_HEADER_BATCH = 100
 
 
 def time_key(started_at: int, run_id: str) -> str:
     """The listing indexes' sort key: zero-padded start time, then the run id."""
     return f"{started_at:015d}#{run_id}"
+
+
+def status_partition(status: str) -> str:
+    """The status index partition of a run: ``live`` while running or waiting."""
+    return t.LIVE_STATUS if status in _LIVE else status
 
 
 def wake_shard(run_id: str) -> str:
@@ -66,7 +75,7 @@ class RunIndexReader:
         """
         if query.limit < 1:
             raise ValidationError(f"limit must be at least 1, got {query.limit}")
-        index, key_attr, partitions, filters = _plan(query)
+        index, key_attr, partitions, filters, wanted = _plan(query)
         low = f"{query.started_after:015d}" if query.started_after is not None else "0"
         high = _TIME_HIGH
         if query.started_before is not None:
@@ -83,20 +92,37 @@ class RunIndexReader:
             self._index_items(index, key_attr, p, low, high, filters, query.limit)
             for p in partitions
         ]
-        chosen: list[dict[str, Any]] = []
-        for item in heapq.merge(*streams, key=lambda i: i[t.TIME_KEY]["S"], reverse=True):
-            if item[t.TIME_KEY]["S"] == after:
-                continue
-            chosen.append(item)
-            if len(chosen) > query.limit:
-                break
+        merged = (
+            item
+            for item in heapq.merge(*streams, key=lambda i: i[t.TIME_KEY]["S"], reverse=True)
+            if item[t.TIME_KEY]["S"] != after
+        )
+        chosen = self._matching(merged, wanted, query.limit + 1)
         page, more = chosen[: query.limit], len(chosen) > query.limit
-        records = self._headers([item["runId"]["S"] for item in page])
         next_cursor = None
         if more and page:
             last = page[-1]
-            next_cursor = encode_cursor(int(last["startedAt"]["N"]), last["runId"]["S"])
-        return RunPage(runs=records, next_cursor=next_cursor)
+            next_cursor = encode_cursor(last.started_at, last.id)
+        return RunPage(runs=page, next_cursor=next_cursor)
+
+    def _matching(
+        self, items: Iterator[dict[str, Any]], wanted: frozenset[str] | None, count: int
+    ) -> list[RunRecord]:
+        """The headers of the first ``count`` index items whose run has a ``wanted`` status.
+
+        Statuses the index cannot tell apart (running and waiting share ``live``) are
+        checked on the headers, read in batches as the page fills.
+        """
+        if wanted is None:
+            taken = list(itertools.islice(items, count))
+            return self._headers([item["runId"]["S"] for item in taken])
+        chosen: list[RunRecord] = []
+        while len(chosen) < count:
+            batch = [item["runId"]["S"] for item in itertools.islice(items, _HEADER_BATCH)]
+            if not batch:
+                break
+            chosen.extend(r for r in self._headers(batch) if r.status in wanted)
+        return chosen[:count]
 
     def _index_items(
         self,
@@ -175,29 +201,31 @@ class RunIndexReader:
             reraise(exc, action)
 
 
+_Filters = tuple[str, dict[str, str], dict[str, Any]]
+
+
 def _plan(
     query: RunQuery,
-) -> tuple[str, str, list[str], tuple[str, dict[str, str], dict[str, Any]] | None]:
-    """Which index and partitions serve ``query``, and the filter for the remaining fields."""
+) -> tuple[str, str, list[str], _Filters | None, frozenset[str] | None]:
+    """Which index and partitions serve ``query``, the filter of the query for the fields the
+    index carries, and the statuses to check on the headers (None: no check)."""
     clauses: list[str] = []
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     statuses = list(dict.fromkeys(query.statuses))
+    wanted: frozenset[str] | None = frozenset(statuses) if statuses else None
     if query.workflow_id is not None:
         index, key_attr, partitions = t.INDEX_BY_WORKFLOW, t.WORKFLOW_KEY, [query.workflow_id]
-        if statuses:
-            names["#st"] = "status"
-            placeholders = []
-            for i, status in enumerate(statuses):
-                values[f":st{i}"] = ri.s(status)
-                placeholders.append(f":st{i}")
-            clauses.append(f"#st IN ({', '.join(placeholders)})")
         if query.environment is not None:
             names["#env"] = "environment"
             values[":env"] = ri.s(query.environment)
             clauses.append("#env = :env")
     elif statuses:
-        index, key_attr, partitions = t.INDEX_BY_STATUS, t.STATUS_KEY, statuses
+        partitions = list(dict.fromkeys(status_partition(s) for s in statuses))
+        index, key_attr = t.INDEX_BY_STATUS, t.STATUS_KEY
+        if set(statuses) >= _LIVE or not _LIVE & set(statuses):
+            # Every partition read holds only runs of the statuses asked for.
+            wanted = None
         if query.environment is not None:
             names["#env"] = "environment"
             values[":env"] = ri.s(query.environment)
@@ -210,4 +238,4 @@ def _plan(
         values[":tag"] = ri.s(query.tag)
         clauses.append("contains(#tags, :tag)")
     filters = (" AND ".join(clauses), names, values) if clauses else None
-    return index, key_attr, partitions, filters
+    return index, key_attr, partitions, filters, wanted

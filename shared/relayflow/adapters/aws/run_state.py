@@ -52,6 +52,7 @@ class RunState:
         dead: Sort keys of page items no header reaches any more.
         fields: Header fields held in the payload store, by document key.
         expiry_pending: The run ended but its pages may still lack their expiry.
+        wake_index: The wake time the stored header gives the sweeper's index (None: none).
     """
 
     version: int
@@ -64,6 +65,7 @@ class RunState:
     dead: list[str] = field(default_factory=list)
     fields: dict[str, StoredField] = field(default_factory=dict)
     expiry_pending: bool = False
+    wake_index: int | None = None
 
     @property
     def terminal(self) -> bool:

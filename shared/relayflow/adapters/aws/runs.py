@@ -22,7 +22,7 @@ from relayflow.adapters.aws import run_items as ri
 from relayflow.adapters.aws import run_pages as rp
 from relayflow.adapters.aws import tables as t
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
-from relayflow.adapters.aws.run_headers import HeaderCodec
+from relayflow.adapters.aws.run_headers import HeaderCodec, wake_index
 from relayflow.adapters.aws.run_queries import RunIndexReader
 from relayflow.adapters.aws.run_state import RunState, StoredPart, diff
 from relayflow.adapters.aws.run_upkeep import RunUpkeep
@@ -223,6 +223,7 @@ class DynamoDBRunStore:
             dead=decoded.dead,
             fields=stored_fields,
             expiry_pending="xp" in header,
+            wake_index=int(header[t.WAKE_AT]["N"]) if t.WAKE_AT in header else None,
         )
 
     # ---- writes ---------------------------------------------------------------------------
@@ -304,6 +305,7 @@ class DynamoDBRunStore:
             dead=old.dead,
             fields=fields,
             expiry_pending=bool(stamp),
+            wake_index=wake_index(record, old),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
         superseded: list[str] = []

@@ -32,8 +32,13 @@ INDEX_BY_WORKFLOW = "byWorkflow"
 INDEX_BY_STATUS = "byStatus"
 INDEX_BY_ENVIRONMENT = "byEnvironment"
 INDEX_BY_WAKE_TIME = "byWakeTime"
-#: Header attributes the listing indexes carry, so filters need no second read.
-LISTING_ATTRIBUTES = ["runId", "workflowId", "status", "environment", "tags", "startedAt"]
+#: Header attributes the listing indexes carry: only ones that never change after the insert,
+#: so a save rewrites an index entry only when its key changes. Filters on them run in the
+#: query; a status filter runs on the headers the listing reads anyway.
+LISTING_ATTRIBUTES = ["runId", "environment", "tags", "startedAt"]
+#: The status index's partition of running and waiting runs: a run moving between the two
+#: (every wait) keeps its index entry.
+LIVE_STATUS = "live"
 #: The wake-time index is spread over this many partitions (``wake#0`` ...).
 WAKE_SHARDS = 4
 

@@ -30,6 +30,7 @@ from relayflow.adapters.aws.alarms import SchedulerAlarmClock
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.memory import InMemoryAlarmClock, VirtualClock
 from relayflow.config import Settings
 from relayflow.core.views import RunDetail
@@ -272,7 +273,12 @@ class MotoStack:
         # The in-process step host writes its per-step checkpoints with the metered clients,
         # as a Lambda worker with RELAYFLOW_CHECKPOINT_TABLE would.
         checkpoints = DynamoDBCheckpointLog(
-            SETTINGS.require("table_name"), client_factory=self.clients.dynamodb, clock=clock
+            SETTINGS.require("table_name"),
+            client_factory=self.clients.dynamodb,
+            clock=clock,
+            payload_store=S3PayloadStore(
+                SETTINGS.require("payload_bucket"), client_factory=self.clients.s3
+            ),
         )
         services = {workloads.CLOCK_SERVICE: clock, **(self._services or {})}
         host = InlineDispatcher(

@@ -115,6 +115,7 @@ class HeaderCodec:
         if state.wake_index is not None:
             item[t.WAKE_SHARD_KEY] = ri.s(wake_shard(record.id))
             item[t.WAKE_AT] = ri.n(state.wake_index)
+            item[t.WAKE_BUCKET] = ri.n(state.wake_index - state.wake_index % t.WAKE_BUCKET_MS)
         if expires is not None:
             item[t.TTL_ATTRIBUTE] = ri.n(expires)
         if state.expiry_pending:

@@ -172,26 +172,42 @@ class RunIndexReader:
         return [found[r] for r in run_ids if r in found]
 
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
-        """Ids of runs whose wake time is at or before ``before_ms``, earliest first."""
+        """Ids of runs whose wake time is at or before ``before_ms``, earliest first.
+
+        The index is sorted by wake-time bucket; the exact wake time it projects filters
+        the last bucket.
+        """
         if limit < 1:
             return []
         due: list[tuple[int, str]] = []
+        bucket = before_ms - before_ms % t.WAKE_BUCKET_MS
         for shard in range(t.WAKE_SHARDS):
             params: dict[str, Any] = {
                 "TableName": self.table_name,
                 "IndexName": t.INDEX_BY_WAKE_TIME,
-                "KeyConditionExpression": "#s = :s AND #w <= :before",
-                "ExpressionAttributeNames": {"#s": t.WAKE_SHARD_KEY, "#w": t.WAKE_AT},
+                "KeyConditionExpression": "#s = :s AND #b <= :bucket",
+                "FilterExpression": "#w <= :before",
+                "ExpressionAttributeNames": {
+                    "#s": t.WAKE_SHARD_KEY,
+                    "#b": t.WAKE_BUCKET,
+                    "#w": t.WAKE_AT,
+                },
                 "ExpressionAttributeValues": {
                     ":s": ri.s(f"wake#{shard}"),
+                    ":bucket": ri.n(bucket),
                     ":before": ri.n(before_ms),
                 },
                 "Limit": limit,
             }
-            page = self._call("finding due runs", self._db().query, **params)
-            due.extend(
-                (int(item[t.WAKE_AT]["N"]), item[t.PK]["S"]) for item in page.get("Items", [])
-            )
+            found = 0
+            while found < limit:
+                page = self._call("finding due runs", self._db().query, **params)
+                items = page.get("Items", [])
+                due.extend((int(item[t.WAKE_AT]["N"]), item[t.PK]["S"]) for item in items)
+                found += len(items)
+                if "LastEvaluatedKey" not in page:
+                    break
+                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return [run_id for _, run_id in sorted(due)[:limit]]
 
     def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:

@@ -142,8 +142,11 @@ def run_step(
         entry.next_attempt_at = None
         if entry.started_at == 0:
             entry.started_at = started_at
+        # The compensation is registered first: a checkpoint that meets a cancel stops the
+        # body, and this step's effect happened.
+        value = _finish(core, key, entry, opts)
         inv.record(key, entry)
-        return _finish(core, key, entry, opts)
+        return value
 
 
 def _mocked(

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
@@ -96,7 +95,7 @@ class DynamoDBCheckpointLog:
                 TableName=self.table_name,
                 Item=item,
                 ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": t.PK},
+                ExpressionAttributeNames={"#pk": tables.PK},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
@@ -115,11 +114,11 @@ class DynamoDBCheckpointLog:
         params: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeNames": {"#pk": t.PK, "#sk": t.SK},
+            "ExpressionAttributeNames": {"#pk": tables.PK, "#sk": tables.SK},
             "ExpressionAttributeValues": {
-                ":pk": ri.s(run_id),
-                ":lo": ri.s(log_sk(after_seq + 1)),
-                ":hi": ri.s(log_sk(9_999_999_999)),
+                ":pk": run_items.s(run_id),
+                ":lo": run_items.s(log_sk(after_seq + 1)),
+                ":hi": run_items.s(log_sk(9_999_999_999)),
             },
             "ConsistentRead": True,
         }
@@ -143,13 +142,13 @@ class DynamoDBCheckpointLog:
     # ---- items ----------------------------------------------------------------------------
 
     def _item(self, run_id: str, entry: CheckpointEntry) -> dict[str, Any]:
-        body = ri.encode(entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"}))
+        body = run_items.encode(entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"}))
         item: dict[str, Any] = {
-            t.PK: ri.s(run_id),
-            t.SK: ri.s(log_sk(entry.seq)),
+            tables.PK: run_items.s(run_id),
+            tables.SK: run_items.s(log_sk(entry.seq)),
             # Tells this write from any other, so a retried request can recognise its own.
-            "w": ri.s(secrets.token_hex(4)),
-            t.TTL_ATTRIBUTE: ri.n(self._clock.now_ms() // 1000 + self._ttl_s),
+            "w": run_items.s(secrets.token_hex(4)),
+            tables.TTL_ATTRIBUTE: run_items.n(self._clock.now_ms() // 1000 + self._ttl_s),
         }
         if len(body) > self._inline_limit:
             if self._payloads is None:
@@ -157,9 +156,9 @@ class DynamoDBCheckpointLog:
                     f"checkpoint {entry.seq} of run {run_id} is {len(body)} bytes, too large "
                     "for a DynamoDB item; configure a payload store"
                 )
-            item["ref"] = ri.s(self._payloads.put(body))
+            item["ref"] = run_items.s(self._payloads.put(body))
         else:
-            item["e"] = ri.s(body.decode("utf-8"))
+            item["e"] = run_items.s(body.decode("utf-8"))
         return item
 
     def _entry(self, item: dict[str, Any]) -> CheckpointEntry:
@@ -169,5 +168,5 @@ class DynamoDBCheckpointLog:
             doc = json.loads(self._payloads.get(item["ref"]["S"]))
         else:
             doc = json.loads(item["e"]["S"])
-        doc["seq"] = int(item[t.SK]["S"][len(LOG_PREFIX) :])
+        doc["seq"] = int(item[tables.SK]["S"][len(LOG_PREFIX) :])
         return CheckpointEntry.model_validate(doc)

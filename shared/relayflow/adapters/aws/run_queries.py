@@ -12,8 +12,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.errors import reraise
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
@@ -37,12 +36,12 @@ def time_key(started_at: int, run_id: str) -> str:
 
 def status_partition(status: str) -> str:
     """The status index partition of a run: ``live`` while running or waiting."""
-    return t.LIVE_STATUS if status in _LIVE else status
+    return tables.LIVE_STATUS if status in _LIVE else status
 
 
 def wake_shard(run_id: str) -> str:
     """The wake-time index partition of a run."""
-    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % t.WAKE_SHARDS
+    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % tables.WAKE_SHARDS
     return f"wake#{bucket}"
 
 
@@ -94,8 +93,8 @@ class RunIndexReader:
         ]
         merged = (
             item
-            for item in heapq.merge(*streams, key=lambda i: i[t.TIME_KEY]["S"], reverse=True)
-            if item[t.TIME_KEY]["S"] != after
+            for item in heapq.merge(*streams, key=lambda i: i[tables.TIME_KEY]["S"], reverse=True)
+            if item[tables.TIME_KEY]["S"] != after
         )
         chosen = self._matching(merged, wanted, query.limit + 1)
         page, more = chosen[: query.limit], len(chosen) > query.limit
@@ -138,11 +137,11 @@ class RunIndexReader:
             "TableName": self.table_name,
             "IndexName": index,
             "KeyConditionExpression": "#p = :p AND #t BETWEEN :lo AND :hi",
-            "ExpressionAttributeNames": {"#p": key_attr, "#t": t.TIME_KEY},
+            "ExpressionAttributeNames": {"#p": key_attr, "#t": tables.TIME_KEY},
             "ExpressionAttributeValues": {
-                ":p": ri.s(partition),
-                ":lo": ri.s(low),
-                ":hi": ri.s(high),
+                ":p": run_items.s(partition),
+                ":lo": run_items.s(low),
+                ":hi": run_items.s(high),
             },
             "ScanIndexForward": False,
             "Limit": min(max(limit + 1, 10), 500),
@@ -162,7 +161,10 @@ class RunIndexReader:
     def _headers(self, run_ids: list[str]) -> list[RunRecord]:
         found: dict[str, RunRecord] = {}
         for start in range(0, len(run_ids), 100):
-            keys = [{t.PK: ri.s(r), t.SK: ri.s(ri.HEADER_SK)} for r in run_ids[start : start + 100]]
+            keys = [
+                {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}
+                for r in run_ids[start : start + 100]
+            ]
             pending: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
             while pending:
                 answer = self._call("reading runs", self._db().batch_get_item, RequestItems=pending)
@@ -180,22 +182,22 @@ class RunIndexReader:
         if limit < 1:
             return []
         due: list[tuple[int, str]] = []
-        bucket = before_ms - before_ms % t.WAKE_BUCKET_MS
-        for shard in range(t.WAKE_SHARDS):
+        bucket = before_ms - before_ms % tables.WAKE_BUCKET_MS
+        for shard in range(tables.WAKE_SHARDS):
             params: dict[str, Any] = {
                 "TableName": self.table_name,
-                "IndexName": t.INDEX_BY_WAKE_TIME,
+                "IndexName": tables.INDEX_BY_WAKE_TIME,
                 "KeyConditionExpression": "#s = :s AND #b <= :bucket",
                 "FilterExpression": "#w <= :before",
                 "ExpressionAttributeNames": {
-                    "#s": t.WAKE_SHARD_KEY,
-                    "#b": t.WAKE_BUCKET,
-                    "#w": t.WAKE_AT,
+                    "#s": tables.WAKE_SHARD_KEY,
+                    "#b": tables.WAKE_BUCKET,
+                    "#w": tables.WAKE_AT,
                 },
                 "ExpressionAttributeValues": {
-                    ":s": ri.s(f"wake#{shard}"),
-                    ":bucket": ri.n(bucket),
-                    ":before": ri.n(before_ms),
+                    ":s": run_items.s(f"wake#{shard}"),
+                    ":bucket": run_items.n(bucket),
+                    ":before": run_items.n(before_ms),
                 },
                 "Limit": limit,
             }
@@ -203,7 +205,7 @@ class RunIndexReader:
             while found < limit:
                 page = self._call("finding due runs", self._db().query, **params)
                 items = page.get("Items", [])
-                due.extend((int(item[t.WAKE_AT]["N"]), item[t.PK]["S"]) for item in items)
+                due.extend((int(item[tables.WAKE_AT]["N"]), item[tables.PK]["S"]) for item in items)
                 found += len(items)
                 if "LastEvaluatedKey" not in page:
                     break
@@ -231,27 +233,31 @@ def _plan(
     statuses = list(dict.fromkeys(query.statuses))
     wanted: frozenset[str] | None = frozenset(statuses) if statuses else None
     if query.workflow_id is not None:
-        index, key_attr, partitions = t.INDEX_BY_WORKFLOW, t.WORKFLOW_KEY, [query.workflow_id]
+        index, key_attr, partitions = (
+            tables.INDEX_BY_WORKFLOW,
+            tables.WORKFLOW_KEY,
+            [query.workflow_id],
+        )
         if query.environment is not None:
             names["#env"] = "environment"
-            values[":env"] = ri.s(query.environment)
+            values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     elif statuses:
         partitions = list(dict.fromkeys(status_partition(s) for s in statuses))
-        index, key_attr = t.INDEX_BY_STATUS, t.STATUS_KEY
+        index, key_attr = tables.INDEX_BY_STATUS, tables.STATUS_KEY
         if set(statuses) >= _LIVE or not _LIVE & set(statuses):
             # Every partition read holds only runs of the statuses asked for.
             wanted = None
         if query.environment is not None:
             names["#env"] = "environment"
-            values[":env"] = ri.s(query.environment)
+            values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     else:
-        index, key_attr = t.INDEX_BY_ENVIRONMENT, t.ENVIRONMENT_KEY
+        index, key_attr = tables.INDEX_BY_ENVIRONMENT, tables.ENVIRONMENT_KEY
         partitions = [query.environment] if query.environment is not None else list(ENVIRONMENTS)
     if query.tag is not None:
         names["#tags"] = "tags"
-        values[":tag"] = ri.s(query.tag)
+        values[":tag"] = run_items.s(query.tag)
         clauses.append("contains(#tags, :tag)")
     filters = (" AND ".join(clauses), names, values) if clauses else None
     return index, key_attr, partitions, filters, wanted

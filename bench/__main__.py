@@ -21,6 +21,7 @@ from bench import (
     fig_requests,
     fig_time,
     fig_timers,
+    readme,
 )
 from bench.table import Row, render
 
@@ -57,7 +58,7 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
         long_run = None
         largest = 0
         if requests is not None:
-            long_run = max(requests.sequential, key=lambda r: r.steps)
+            long_run = max(requests.sequential[fig_requests.PER_STEP], key=lambda r: r.steps)
             largest = max(r.tally.largest_item for r in requests.runs)
         rows += fig_limits.rows(
             fig_limits.measure(
@@ -88,6 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help=f"run only this figure (repeatable): {', '.join(NAMES)}",
     )
+    parser.add_argument(
+        "--write-readme",
+        action="store_true",
+        help="store the table in bench/results.md and in the README's Performance section",
+    )
     args = parser.parse_args(argv)
     names = tuple(args.only or NAMES)
     # Powertools and moto log warnings that are not figures.
@@ -95,13 +101,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     rows = run(names, quick=args.quick, long=args.long)
-    print(render(rows))
+    table = render(rows)
+    print(table)
     failed = [r for r in rows if r.verdict == "FAIL"]
-    print(
-        f"\n{len(rows)} rows, {sum(r.verdict == 'PASS' for r in rows)} targets passed, "
+    summary = (
+        f"{len(rows)} rows, {sum(r.verdict == 'PASS' for r in rows)} targets passed, "
         f"{len(failed)} failed, {time.perf_counter() - start:.0f} s"
         f"{' (quick sizes)' if args.quick else ''}"
     )
+    print(f"\n{summary}")
+    if args.write_readme:
+        readme.write(table, summary)
     return 1 if failed else 0
 
 

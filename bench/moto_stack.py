@@ -21,12 +21,14 @@ import boto3
 import botocore.loaders
 import botocore.session
 
-from bench import workloads  # noqa: F401  (registers the benchmark workflows)
+from bench import workloads  # registers the benchmark workflows
 from bench.aws_meter import AwsMeter, Tally, table_specs
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import SchedulerAlarmClock
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.memory import InMemoryAlarmClock, VirtualClock
 from relayflow.config import Settings
 from relayflow.core.views import RunDetail
@@ -244,8 +246,21 @@ class MotoStack:
             options = ExecutorOptions(
                 sleep=sleep, checkpoint_interval_ms=self._checkpoint_interval_ms
             )
+        # The in-process step host writes its per-step checkpoints with the metered clients,
+        # as a Lambda worker with RELAYFLOW_CHECKPOINT_TABLE would.
+        checkpoints = DynamoDBCheckpointLog(
+            SETTINGS.require("table_name"),
+            client_factory=self.clients.dynamodb,
+            clock=clock,
+            payload_store=S3PayloadStore(
+                SETTINGS.require("payload_bucket"), client_factory=self.clients.s3
+            ),
+        )
+        services = {workloads.CLOCK_SERVICE: clock, **(self._services or {})}
         host = InlineDispatcher(
-            services=self._services, clock=clock, handler_options={"options": options}
+            services=services,
+            clock=clock,
+            handler_options={"options": options, "checkpoints": checkpoints},
         )
         self._dispatcher = CountingDispatcher(host, self.counts)
         self.driver = self._build_driver()

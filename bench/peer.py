@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from bench.workloads import small_output
+from bench.workloads import realistic_output
 
 PACKAGE = "aws-durable-execution-sdk-python-testing"
 _SLEEP_SECONDS = 60
@@ -45,7 +45,7 @@ def _handler() -> Callable[..., Any]:
     config = importlib.import_module("aws_durable_execution_sdk_python.config")
 
     def step_of(i: int) -> Callable[[Any], Any]:
-        return lambda _step_context: small_output(i)
+        return lambda _step_context: realistic_output(i)
 
     def body(event: Any, context: Any) -> Any:
         last: Any = None

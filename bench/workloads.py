@@ -1,45 +1,76 @@
 """The workflows the benchmarks run: sequential steps, steps separated by sleeps, one big output.
 
-Each takes ``{"steps": n}`` (and ``{"bytes": n}`` for the big one); step outputs are small JSON
-objects unless said otherwise. The same shapes are written for the peer SDK in ``peer.py``.
+Each takes ``{"steps": n}`` (and ``{"bytes": n}`` for the big one). Step outputs are realistic:
+100-200 bytes of random data (incompressible) and a distinct timestamp, and each step moves
+the virtual clock by ``STEP_MS`` (the step's work), so time-based checkpoint limits matter.
+Every shape exists per step (the default) and batched (``checkpoint="batched"``); the same
+shapes are written for the peer SDK in ``peer.py``.
 """
 
 from __future__ import annotations
 
+import base64
+import secrets
+from collections.abc import Callable
 from typing import Any
 
-from relayflow.sdk.registry import workflow
+from relayflow.sdk.registry import Workflow, workflow
 
 SEQUENTIAL = "bench.sequential"
+SEQUENTIAL_BATCHED = "bench.sequential.batched"
 SLEEPY = "bench.sleepy"
+SLEEPY_BATCHED = "bench.sleepy.batched"
 BIG_OUTPUT = "bench.big_output"
 #: How long each sleep of the sleepy workflow lasts.
 SLEEP = "1m"
+#: Virtual milliseconds each step's work takes.
+STEP_MS = 10
+#: The service that moves the virtual clock (``ctx.services``); absent, steps take no time.
+CLOCK_SERVICE = "bench.clock"
 
 
-def small_output(i: int) -> dict[str, Any]:
-    """A step's small output: about 20 bytes of JSON."""
-    return {"i": i, "ok": True}
+def realistic_output(i: int, tick: Callable[[], int] | None = None) -> dict[str, Any]:
+    """A step's output: its index, a distinct timestamp and 100-200 random bytes (base64)."""
+    at = tick() if tick is not None else i
+    size = 100 + secrets.randbelow(101)
+    return {"i": i, "at": at, "data": base64.b64encode(secrets.token_bytes(size)).decode()}
 
 
-@workflow(id=SEQUENTIAL)
-def sequential(data: Any, ctx: Any) -> Any:
-    """``steps`` steps one after the other; returns the last output."""
+def _ticker(ctx: Any) -> Callable[[], int] | None:
+    if not ctx.services.has(CLOCK_SERVICE):
+        return None
+    clock = ctx.services.resolve(CLOCK_SERVICE)
+
+    def tick() -> int:
+        clock.advance(STEP_MS)
+        now: int = clock.now_ms()
+        return now
+
+    return tick
+
+
+def _sequential(data: Any, ctx: Any) -> Any:
+    tick = _ticker(ctx)
     last: Any = None
     for i in range(data["steps"]):
-        last = ctx.step(f"s{i}", small_output, i)
+        last = ctx.step(f"s{i}", realistic_output, i, tick)
     return last
 
 
-@workflow(id=SLEEPY)
-def sleepy(data: Any, ctx: Any) -> Any:
-    """``steps`` steps with a one-minute sleep between each two (``steps - 1`` sleeps)."""
+def _sleepy(data: Any, ctx: Any) -> Any:
+    tick = _ticker(ctx)
     last: Any = None
     for i in range(data["steps"]):
         if i:
             ctx.sleep(SLEEP)
-        last = ctx.step(f"s{i}", small_output, i)
+        last = ctx.step(f"s{i}", realistic_output, i, tick)
     return last
+
+
+sequential = workflow(id=SEQUENTIAL)(_sequential)
+sequential_batched = workflow(id=SEQUENTIAL_BATCHED, checkpoint="batched")(_sequential)
+sleepy = workflow(id=SLEEPY)(_sleepy)
+sleepy_batched = workflow(id=SLEEPY_BATCHED, checkpoint="batched")(_sleepy)
 
 
 def _blob(size: int) -> dict[str, Any]:
@@ -52,4 +83,12 @@ def big_output(data: Any, ctx: Any) -> Any:
     return ctx.step("big", _blob, data["bytes"])
 
 
-WORKFLOWS = (sequential, sleepy, big_output)
+WORKFLOWS: tuple[Workflow[Any], ...] = (
+    sequential,
+    sequential_batched,
+    sleepy,
+    sleepy_batched,
+    big_output,
+)
+#: The per-step and batched twin of each shape.
+MODES = {"per step": (SEQUENTIAL, SLEEPY), "batched": (SEQUENTIAL_BATCHED, SLEEPY_BATCHED)}

@@ -58,6 +58,7 @@ ENV_DELIVERY_ID_MEMORY = "RELAYFLOW_DELIVERY_ID_MEMORY"
 ENV_DISPATCH_MAX_ATTEMPTS = "RELAYFLOW_DISPATCH_MAX_ATTEMPTS"
 ENV_DISPATCH_BACKOFF = "RELAYFLOW_DISPATCH_BACKOFF"
 ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
+ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -222,6 +223,9 @@ class Settings:
             waits for the answer (its read timeout is the time to the deadline plus this).
         dispatch_retries: Extra attempts after a transient dispatch failure.
         region: AWS region (``RELAYFLOW_REGION``, else ``AWS_REGION``/``AWS_DEFAULT_REGION``).
+        checkpoint_table: Set in a step host function (the runs table): the host writes
+            per-step checkpoints into it (``RELAYFLOW_CHECKPOINT_TABLE``); unset, the host
+            keeps invocation-level durability.
     """
 
     table_name: str | None = None
@@ -260,6 +264,7 @@ class Settings:
     dispatch_max_attempts: int = DEFAULT_DISPATCH_MAX_ATTEMPTS
     dispatch_backoff_ms: int = DEFAULT_DISPATCH_BACKOFF_MS
     dispatch_backoff_max_ms: int = DEFAULT_DISPATCH_BACKOFF_MAX_MS
+    checkpoint_table: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -348,6 +353,7 @@ class Settings:
             dispatch_backoff_max_ms=_duration_ms(
                 env, ENV_DISPATCH_BACKOFF_MAX, DEFAULT_DISPATCH_BACKOFF_MAX_MS
             ),
+            checkpoint_table=text(ENV_CHECKPOINT_TABLE),
         )
 
     def core_settings(self) -> CoreSettings:
@@ -414,6 +420,7 @@ _VARIABLE_OF = {
     "alarm_queue_url": ENV_ALARM_QUEUE_URL,
     "signing_secret": ENV_SIGNING_SECRET,
     "region": ENV_REGION,
+    "checkpoint_table": ENV_CHECKPOINT_TABLE,
 }
 
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from relayflow.core.checkpoints import cancel_entry, fence_entry, fold
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -41,6 +42,7 @@ from relayflow.core.transitions import (
 )
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.errors import (
+    CheckpointSlotTakenError,
     DispatchError,
     RelayflowError,
     RunAlreadyExistsError,
@@ -51,6 +53,7 @@ from relayflow.errors import (
 )
 from relayflow.ports import (
     AlarmClock,
+    CheckpointLog,
     Clock,
     DispatcherResolver,
     DriveAbandoned,
@@ -99,6 +102,8 @@ class Engine:
             (default: arm its alarm now).
         workflow_timeout: Looks up a workflow's timeout in ms (for child runs).
         owner: Identity of this process in leases (random by default).
+        checkpoints: The runs' checkpoint log, offered to step hosts so each step is durable
+            before the body goes on (without one, durability is per invocation).
     """
 
     def __init__(
@@ -112,8 +117,10 @@ class Engine:
         handoff: Callable[[str, int], None] | None = None,
         workflow_timeout: Callable[[str], int | None] | None = None,
         owner: str | None = None,
+        checkpoints: CheckpointLog | None = None,
     ) -> None:
         self.runs = runs
+        self.checkpoints = checkpoints
         self.alarms = alarms
         self.dispatchers = dispatchers
         self.clock = clock
@@ -271,11 +278,32 @@ class Engine:
         saved, _ = self._mutate(
             run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
         )
+        self._deliver_cancel(saved)
         if self._handing_off():
             self._hand_off_work(work)
             return saved
         self._run(work)
         return self._load(run_id)
+
+    def _deliver_cancel(self, record: RunRecord) -> None:
+        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
+
+        A cancel entry takes the next free slot of the log, so the host's next checkpoint
+        fails its condition and the host stops the body there (and compensates when asked).
+        """
+        directive = record.cancel_request
+        if self.checkpoints is None or not record.checkpoint_open or directive is None:
+            return
+        seq = record.checkpoint_seq + 1
+        for _ in range(_MAX_RACES):
+            seq += len(self.checkpoints.read(record.id, seq - 1))
+            try:
+                self.checkpoints.append(
+                    record.id, cancel_entry(seq, directive.reason, directive.compensate)
+                )
+                return
+            except CheckpointSlotTakenError:
+                continue
 
     def drive(self, run_id: str, *, take_over: bool = False) -> RunRecord | None:
         """Drive a run until it parks, ends or the inline budget is spent.
@@ -649,6 +677,8 @@ class Engine:
         work: _Work,
     ) -> tuple[RunRecord, RunRecord] | None:
         """Save the draft with the invocation begun, dispatch it, and settle the answer."""
+        if self.checkpoints is not None and draft.checkpoint_open:
+            draft = self._fence(draft)
         now = self.clock.now_ms()
         lease_until, deadline = self._limits(now)
         start, sent = begin_invocation(draft, now, self.settings)
@@ -658,6 +688,7 @@ class Engine:
             update={
                 "lease": Lease(owner=owner, expires_at=lease_until),
                 "wake_at": None if wake_at is None else max(wake_at, lease_until),
+                "checkpoint_open": self.checkpoints is not None,
             }
         )
         saved = self._save(stored, renewed)
@@ -666,7 +697,13 @@ class Engine:
         self._apply_effects([*effects, *start.effects], work, driving=stored.id)
         if sent is None:
             return saved, saved
-        request = build_request(saved, now, self.settings, deadline=deadline).to_wire()
+        request = build_request(
+            saved,
+            now,
+            self.settings,
+            deadline=deadline,
+            checkpoints=self.checkpoints is not None,
+        ).to_wire()
         dispatcher = self.dispatchers.resolve(
             workflow_id=saved.workflow_id, tenant_script=saved.tenant_meta.tenant_script
         )
@@ -684,6 +721,26 @@ class Engine:
             )
         return self._settle_answer(saved, owner, sent, answer, failure, work)
 
+    def _fence(self, draft: RunRecord) -> RunRecord:
+        """Fold what the previous invocation's host made durable, then fence that host off.
+
+        The previous answer was never applied (a crash, a lost lease, a transport failure):
+        its host may still be writing. The fence takes the next free slot, so that host's
+        next checkpoint is refused; entries it wrote before the fence are kept.
+        """
+        assert self.checkpoints is not None
+        folded = working_copy(draft)
+        for _ in range(_MAX_RACES):
+            fold(folded, self.checkpoints.read(folded.id, folded.checkpoint_seq))
+            fence = fence_entry(folded.checkpoint_seq + 1)
+            try:
+                self.checkpoints.append(folded.id, fence)
+            except CheckpointSlotTakenError:
+                continue
+            folded.checkpoint_seq = fence.seq
+            return folded
+        raise StaleRunError(f"run {draft.id}: could not fence its checkpoint log")
+
     def _settle_answer(
         self,
         current: RunRecord | None,
@@ -695,6 +752,9 @@ class Engine:
     ) -> tuple[RunRecord, RunRecord] | None:
         """Save the host's answer; when nothing is left to do, let go of the lease with it."""
         run_id = current.id if current is not None else ""
+        if answer is not None and _is_fenced(answer):
+            # Another driver fenced the host off: the run is theirs, nothing here is saved.
+            return None
         for _ in range(_MAX_RACES):
             if current is None or not self._holds(current, owner):
                 return None
@@ -729,6 +789,11 @@ class Engine:
 
     def _holds(self, record: RunRecord, owner: str) -> bool:
         return record.lease is not None and record.lease.owner == owner
+
+
+def _is_fenced(answer: tuple[int, Any]) -> bool:
+    status, body = answer
+    return status == 409 and isinstance(body, dict) and body.get("error") == "checkpoint_fenced"
 
 
 def _error_of(exc: RelayflowError, code: str) -> SerializedError:

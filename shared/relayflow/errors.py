@@ -233,6 +233,28 @@ class DispatchError(RelayflowError):
         self.status = status
 
 
+class CheckpointSlotTakenError(RelayflowError):
+    """A checkpoint's slot in the run's log is taken (a fence, a cancel or another writer).
+
+    Attributes:
+        taken: The entry found in the slot, when the log could say.
+    """
+
+    code = "checkpoint_fenced"
+    category = RUNTIME_ERROR
+
+    def __init__(self, message: str, *, taken: Any = None) -> None:
+        super().__init__(message)
+        self.taken = taken
+
+
+class CheckpointFencedSignal(BaseException):
+    """Raised in a step host whose checkpoint was refused: another driver holds the run now.
+
+    The host stops the body and answers nothing more than ``checkpoint_fenced``.
+    """
+
+
 class SuspendSignal(BaseException):
     """Raised inside a body to stop the invocation at an unresolved wait."""
 

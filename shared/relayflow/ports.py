@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from relayflow.core.record import RunRecord
+    from relayflow.protocol import CheckpointEntry
 
 
 class Clock(Protocol):
@@ -62,6 +63,28 @@ class RunStore(Protocol):
 
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
         """Ids of runs whose wake time is at or before ``before_ms`` (the sweeper's query)."""
+        ...
+
+
+class CheckpointLog(Protocol):
+    """A run's write-once log of checkpoints, one entry per sequence number.
+
+    The driver holding a run hands its step host the next free slot; the host writes its
+    entries there one after the other. A new holder (after a crash or a lost lease) or a
+    cancel first writes a fence into the next free slot, so the host that expected it finds
+    it taken at its next checkpoint and stops: the sequence number is the fencing token.
+    """
+
+    def append(self, run_id: str, entry: CheckpointEntry) -> None:
+        """Write ``entry`` at ``(run_id, entry.seq)`` if that slot is free.
+
+        Raises:
+            CheckpointSlotTakenError: The slot holds an entry already (``taken`` is it).
+        """
+        ...
+
+    def read(self, run_id: str, after_seq: int) -> list[CheckpointEntry]:
+        """The entries after ``after_seq``, in order (up to the first free slot)."""
         ...
 
 

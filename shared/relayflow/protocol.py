@@ -98,6 +98,9 @@ class StepAttempt(WireModel):
     #: The invocation that journalled an ``at_most_once`` attempt as started; the attempt runs
     #: in the invocation right after it, and any later invocation finds it interrupted.
     invocation: int | None = None
+    #: The started mark was made durable by a per-step checkpoint and the attempt ran in the
+    #: same invocation: any later invocation finds it interrupted.
+    logged: bool | None = None
 
 
 class StepJournalEntry(WireModel):
@@ -203,6 +206,38 @@ class CancelDirective(WireModel):
     compensate: bool = False
 
 
+class CheckpointChannel(WireModel):
+    """relayflow's extension of a step request: the host may make each step durable itself.
+
+    A host with a checkpoint log writes one entry per completed step attempt (and per
+    metadata update and stream chunk) at ``seq``, ``seq + 1``... before the body goes on.
+    Hosts that do not know the field ignore it and keep invocation-level durability.
+    """
+
+    seq: int = Field(ge=1)
+
+
+CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel"]
+
+
+class CheckpointEntry(WireModel):
+    """One write-once entry of a run's checkpoint log, at ``(run, seq)``.
+
+    ``step`` carries the whole journal entry of ``key`` as it stands after the attempt;
+    ``fence`` (written by a new holder of the run) and ``cancel`` only take their slot, so
+    the writer that expected it stops at its next checkpoint.
+    """
+
+    seq: int
+    kind: CheckpointKind
+    key: str | None = None
+    step: StepJournalEntry | None = None
+    metadata: MetadataUpdate | None = None
+    chunk: StreamChunk | None = None
+    reason: str | None = None
+    compensate: bool = False
+
+
 class StepRequest(WireModel):
     """One invocation of a workflow body against its journal."""
 
@@ -218,6 +253,7 @@ class StepRequest(WireModel):
     tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
     run_meta: RunMeta = Field(default_factory=RunMeta)
     cancel: CancelDirective | None = None
+    checkpoint: CheckpointChannel | None = None
 
 
 class Waitpoint(WireModel):
@@ -287,6 +323,9 @@ class _ResponseBase(WireModel):
     stream_chunks: list[StreamChunk] = Field(default_factory=list)
     #: A relayflow extension (see :data:`HOST_CAPABILITIES`); absent from reference answers.
     capabilities: list[str] | None = None
+    #: relayflow extension: the last slot of the run's checkpoint log this invocation found
+    #: taken (by its own entries or by a fence); absent when it wrote no checkpoint.
+    checkpoint_seq: int | None = None
 
 
 class CompletedResponse(_ResponseBase):

@@ -83,9 +83,9 @@ def _define_workflows() -> list[Any]:
         await ctx.step("reserve", reserve, order, compensate=release)
         return await ctx.wait_for_event("never.happens")
 
-    @workflow(id="api.careful")
+    @workflow(id="api.careful", checkpoint="batched")
     async def careful(data: Any, ctx: Any) -> Any:
-        # Each at-most-once step checkpoints before it runs: one invocation per step.
+        # Batched, each at-most-once step checkpoints before it runs: one invocation per step.
         first = await ctx.step("one", once, 1, semantics="at_most_once")
         second = await ctx.step("two", once, 2, semantics="at_most_once")
         return first + second

@@ -8,6 +8,7 @@ from typing import Any
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import SchedulerAlarmClock
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
@@ -41,14 +42,18 @@ def moto_driver(
 ) -> WorkflowTestEnv:
     """A ``WorkflowTestEnv`` whose runs, manifests, payloads and alarms use AWS adapters.
 
-    Alarms are the schedules relayflow creates in moto's Scheduler; the emulation only does
-    what Scheduler does by itself (fire a due schedule, delete it after completion). Call it
-    inside an active ``relayflow.testing.aws.mock_aws``.
+    Checkpoints go to the run's log in DynamoDB. Alarms are the schedules relayflow creates in
+    moto's Scheduler; the emulation only does what Scheduler does by itself (fire a due
+    schedule, delete it after completion). Call it inside an active
+    ``relayflow.testing.aws.mock_aws``.
     """
     clock = VirtualClock(DEFAULT_START_MS)
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)
+    checkpoints = DynamoDBCheckpointLog(
+        SETTINGS.require("table_name"), client_factory=clients.dynamodb, payload_store=payloads
+    )
     runs = DynamoDBRunStore.from_settings(
         SETTINGS, client_factory=clients.dynamodb, clock=clock, payload_store=payloads
     )
@@ -71,4 +76,5 @@ def moto_driver(
         alarms=alarms,
         manifests=manifests,
         payloads=payloads,
+        checkpoints=checkpoints,
     )

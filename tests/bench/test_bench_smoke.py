@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests
 from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
 from bench.table import Row, render
-from bench.workloads import SEQUENTIAL, SLEEPY
 from relayflow.adapters.aws.run_items import item_size
 
 
@@ -59,10 +58,16 @@ def requests() -> fig_requests.RequestsResult:
 def test_the_requests_figure_counts_writes_and_alarms(
     requests: fig_requests.RequestsResult,
 ) -> None:
-    assert [r.status for r in requests.runs] == ["completed"] * 6
+    assert [r.status for r in requests.runs] == ["completed"] * 8
     assert all(r.tally.dynamodb_writes > 0 and r.tally.write_units > 0 for r in requests.runs)
-    assert requests.sleepy.lambdas.alarm_drives == 2
-    assert requests.sleepy.tally.count("scheduler.CreateSchedule") == 2
+    for sleepy in requests.sleepy.values():
+        assert sleepy.lambdas.alarm_drives == 2
+        assert sleepy.tally.count("scheduler.CreateSchedule") == 2
+    # Per step, every step is one more checkpoint write than batched.
+    per_step = requests.sequential_of(fig_requests.PER_STEP, 8)
+    batched = requests.sequential_of(fig_requests.BATCHED, 8)
+    assert per_step is not None and batched is not None
+    assert per_step.tally.count("dynamodb.PutItem") >= batched.tally.count("dynamodb.PutItem") + 8
     assert {row.verdict for row in fig_requests.rows(requests)} <= {"PASS", "FAIL", ""}
 
 
@@ -70,19 +75,24 @@ def test_the_cost_figure_prices_every_workload(requests: fig_requests.RequestsRe
     rows = fig_cost.rows(requests)
 
     assert [r.measurement for r in rows if r.measurement.startswith("$")]
-    sleepy = fig_cost.cost_of(requests.sleepy)
+    sleepy = fig_cost.cost_of(requests.sleepy[fig_requests.PER_STEP])
     assert sleepy.step_functions == pytest.approx(25.0 * (3 + 2) / 3)
     assert sleepy.relayflow > 0
 
 
 def test_the_overhead_figure_times_each_backend() -> None:
     results = fig_overhead.measure(
-        runs=1, workload_set=(("2 steps", SEQUENTIAL, 2, False), ("2 + 1 sleep", SLEEPY, 2, True))
+        runs=1, workload_set=(("2 steps", 2, False), ("2 + 1 sleep", 2, True)), flat_steps=4
     )
 
-    assert {o.backend for o in results} >= {"in-memory", "AWS on moto"}
+    assert {o.backend for o in results} >= {
+        "in-memory, per step",
+        "in-memory, batched",
+        "AWS on moto, per step",
+        "AWS on moto, batched",
+    }
     assert all(o.cpu_ms > 0 and o.wall_ms > 0 for o in results)
-    assert fig_overhead.rows(results)
+    assert fig_overhead.rows(results, flat_steps=4)
 
 
 def test_the_ingest_figure_routes_and_posts_events() -> None:

@@ -48,21 +48,27 @@ class CrashPlan:
     fired_at: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def point(self, name: str, phase: Phase) -> None:
-        """Pass the fault point ``name``; raise :class:`ProcessKilled` if it is the chosen one."""
+    def point(self, name: str, phase: Phase, index: int | None = None) -> int:
+        """Pass the fault point ``name``; raise :class:`ProcessKilled` if it is the chosen one.
+
+        Returns the call's number. The ``after`` point of a call that made calls of its own
+        (a dispatch whose host wrote checkpoints) passes the number its ``before`` returned.
+        """
         with self._lock:
             if phase == "before":
                 self.calls.append(name)
+            number = len(self.calls) if index is None else index
             due = (
                 self.fired_at is None
                 and self.kill_at is not None
-                and len(self.calls) == self.kill_at
+                and number == self.kill_at
                 and phase == _PHASE_OF[self.mode]
             )
             if due:
                 self.fired_at = f"{self.mode} #{self.kill_at} {name}"
         if due:
             raise ProcessKilled(f"process killed ({self.mode}) at call #{self.kill_at} ({name})")
+        return number
 
     @property
     def fired(self) -> bool:

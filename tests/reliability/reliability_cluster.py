@@ -17,6 +17,7 @@ from fault_injection import ClientTap, CrashPlan, ErrorInjector, ProcessKilled
 from reliability_tally import add
 
 from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.errors import AwsServiceError
@@ -59,11 +60,10 @@ class TappedDispatcher:
     def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Dispatch through the inner dispatcher, passing the fault points."""
         plan = self._tap.plan
-        if plan is not None:
-            plan.point("host:Dispatch", "before")
+        number = plan.point("host:Dispatch", "before") if plan is not None else None
         answer = self._inner.dispatch(request)
         if plan is not None:
-            plan.point("host:Dispatch", "after")
+            plan.point("host:Dispatch", "after", number)
         return answer
 
 
@@ -117,8 +117,15 @@ class Cluster:
         """A new process: the AWS driver with no cached state, on the shared clients."""
         self.processes += 1
         options = ExecutorOptions(sleep=self._sleep)
+        # The host writes its per-step checkpoints through the tapped clients too, so every
+        # call of the checkpoint path is a fault point.
+        checkpoints = DynamoDBCheckpointLog(
+            SETTINGS.require("table_name"), client_factory=self.clients.dynamodb, clock=self.clock
+        )
         inline = InlineDispatcher(
-            services=self.services, clock=self.clock, handler_options={"options": options}
+            services=self.services,
+            clock=self.clock,
+            handler_options={"options": options, "checkpoints": checkpoints},
         )
         driver: WorkflowDriver = build_aws_driver(
             SETTINGS,

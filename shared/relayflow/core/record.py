@@ -157,6 +157,11 @@ class RunRecord(RecordModel):
     dispatch_retry: DispatchRetry = Field(default_factory=DispatchRetry)
     #: Set when a cancel asked for compensation and none ran: why not.
     compensation_skipped: CompensationSkipped | None = None
+    #: The last slot of the run's checkpoint log reflected in this record (0: none).
+    checkpoint_seq: int = 0
+    #: An invocation was sent with the checkpoint channel and its answer is not applied yet:
+    #: its host may still be writing, so the next invocation is fenced first.
+    checkpoint_open: bool = False
 
     @property
     def is_terminal(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pydantic
 
+from relayflow.core.checkpoints import add_chunks, attempts_of
 from relayflow.core.effects import Effect, Transition
 from relayflow.core.metadata import apply_updates
 from relayflow.core.outcome import (
@@ -49,12 +50,20 @@ class SentInvocation:
 
 
 def build_request(
-    record: RunRecord, now: int, settings: CoreSettings, *, deadline: int | None = None
+    record: RunRecord,
+    now: int,
+    settings: CoreSettings,
+    *,
+    deadline: int | None = None,
+    checkpoints: bool = False,
 ) -> StepRequest:
     """The step request of the record's current invocation.
 
-    ``deadline`` (epoch ms) is the drive's; by default ``now + invocation_timeout_ms``.
+    ``deadline`` (epoch ms) is the drive's; by default ``now + invocation_timeout_ms``. With
+    ``checkpoints`` the request offers the host the run's checkpoint log from the slot after
+    ``record.checkpoint_seq`` on.
     """
+    channel = {"seq": record.checkpoint_seq + 1} if checkpoints else None
     return StepRequest.model_validate(
         {
             "runId": record.id,
@@ -74,6 +83,7 @@ def build_request(
                 started_at=record.started_at,
             ),
             "cancel": record.cancel_request,
+            "checkpoint": channel,
         }
     )
 
@@ -105,7 +115,7 @@ def begin_invocation(
 
 
 def _attempt_count(journal: Journal) -> int:
-    return sum(max(1, len(entry.attempts)) for entry in journal.step_results.values())
+    return sum(attempts_of(entry) for entry in journal.step_results.values())
 
 
 def _merge_journal(record: RunRecord, response_journal: Journal) -> None:
@@ -183,8 +193,10 @@ def _apply_parsed(
     rec.compute_time_ms += max(0, now - sent.started_at)
     _merge_journal(rec, response.journal)
     apply_updates(rec, response.metadata_updates)
-    for chunk in response.stream_chunks:
-        rec.streams.setdefault(chunk.stream_id, []).append(chunk)
+    add_chunks(rec, response.stream_chunks)
+    if response.checkpoint_seq is not None:
+        rec.checkpoint_seq = max(rec.checkpoint_seq, response.checkpoint_seq)
+    rec.checkpoint_open = False
     reports = getattr(response, "compensations", None)
     if reports:
         rec.compensations.extend(reports)

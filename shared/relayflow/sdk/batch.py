@@ -156,25 +156,30 @@ def _branch_op(
             raise
         yield from run_compensations(inv, child.compensables)
         error = serialize_error(exc)
-        inv.journal.step_results[key] = StepJournalEntry(
-            status="err",
-            kind="branch",
-            error=error,
-            started_at=started,
-            finished_at=inv.now_ms(),
-            name=spec.segment,
+        inv.record(
+            key,
+            StepJournalEntry(
+                status="err",
+                kind="branch",
+                error=error,
+                started_at=started,
+                finished_at=inv.now_ms(),
+                name=spec.segment,
+            ),
         )
         raised = rehydrate_error(error)
         raised.__cause__ = exc
         return _Err(error, raised)
-    inv.journal.step_results[key] = StepJournalEntry(
-        status="ok",
-        kind="branch",
-        output=dumped,
-        started_at=started,
-        finished_at=inv.now_ms(),
-        compensables=[c.key for c in child.compensables],
-        name=spec.segment,
+    inv.record(
+        key,
+        StepJournalEntry(
+            status="ok",
+            kind="branch",
+            output=dumped,
+            started_at=started,
+            finished_at=inv.now_ms(),
+            compensables=[c.key for c in child.compensables],
+        ),
     )
     return _Ok(dumped)
 
@@ -317,8 +322,11 @@ def batch_op(
             "startedCount": result.started_count,
             "completionReason": reason,
         }
-    inv.journal.step_results[batch_key] = StepJournalEntry(
-        status="ok", kind="batch", started_at=finished, finished_at=finished, output=output
+    inv.record(
+        batch_key,
+        StepJournalEntry(
+            status="ok", kind="batch", started_at=finished, finished_at=finished, output=output
+        ),
     )
     inv.touch_prefix(core.key(f"{name}."))
     inv.touch_prefix(core.key(f"branch:{name}."))

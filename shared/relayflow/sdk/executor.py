@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
+from relayflow.ports import CheckpointLog
 from relayflow.protocol import (
     HOST_CAPABILITIES,
     CancelledResponse,
@@ -19,6 +20,7 @@ from relayflow.protocol import (
     StepResponse,
     WaitingResponse,
 )
+from relayflow.sdk.checkpoints import Checkpointer
 from relayflow.sdk.context import WorkflowContext
 from relayflow.sdk.effects import Op
 from relayflow.sdk.failures import serialize_error
@@ -47,6 +49,7 @@ def execute(
     now_ms: Callable[[], int],
     services: Mapping[str, object] | None = None,
     options: ExecutorOptions | None = None,
+    checkpoints: CheckpointLog | None = None,
 ) -> StepResponse:
     """Replay ``workflow`` once against ``request.journal``.
 
@@ -56,18 +59,26 @@ def execute(
         now_ms: The host's wall clock in epoch ms (step timestamps, retries, the deadline).
         services: What ``ctx.services`` resolves.
         options: Executor tuning (in-process retry threshold, checkpoint interval...).
+        checkpoints: The run's checkpoint log. When the request offers the channel and the
+            workflow checkpoints per step (the default), every step is durable in it before
+            the body goes on; otherwise the answer is the only checkpoint (batched).
 
     Returns:
         ``completed``, ``failed``, ``waiting``, ``cancelled``, ``compensated`` or
         ``compensation_failed``. Signals other than the executor's own (a simulated host
-        crash, ``KeyboardInterrupt``) propagate.
+        crash, a refused checkpoint, ``KeyboardInterrupt``) propagate.
     """
+    checkpointer = None
+    channel = request.checkpoint
+    if channel is not None and checkpoints is not None and workflow.config.checkpoint == "per_step":
+        checkpointer = Checkpointer(checkpoints, request.run_id, channel.seq)
     inv = Invocation(
         request,
         workflow,
         services=services or {},
         now_ms=now_ms,
         options=options or ExecutorOptions(),
+        checkpointer=checkpointer,
     )
     root = ContextCore(inv, "", clock_ms=request.run_meta.started_at, retry=workflow.config.retry)
     if workflow.is_async:
@@ -118,6 +129,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         "metadata_updates": inv.metadata,
         "stream_chunks": inv.stream_chunks,
         "capabilities": list(HOST_CAPABILITIES),
+        "checkpoint_seq": inv.checkpointer.last_seq if inv.checkpointer is not None else None,
     }
     cancel = inv.request.cancel
     if cancel is not None:

@@ -98,13 +98,16 @@ def group_op(
         yield from run_compensations(inv, child.compensables)
         error = serialize_error(exc)
         finished = inv.now_ms()
-        inv.journal.step_results[key] = StepJournalEntry(
-            status="err",
-            kind="group",
-            error=error,
-            started_at=started,
-            finished_at=finished,
-            name=name,
+        inv.record(
+            key,
+            StepJournalEntry(
+                status="err",
+                kind="group",
+                error=error,
+                started_at=started,
+                finished_at=finished,
+                name=name,
+            ),
         )
         core.advance_clock(finished)
         raise rehydrate_error(error) from exc
@@ -112,14 +115,17 @@ def group_op(
         core.adopt(child)
         raise
     finished = inv.now_ms()
-    inv.journal.step_results[key] = StepJournalEntry(
-        status="ok",
-        kind="group",
-        output=dumped,
-        started_at=started,
-        finished_at=finished,
-        compensables=[c.key for c in child.compensables],
-        name=name,
+    inv.record(
+        key,
+        StepJournalEntry(
+            status="ok",
+            kind="group",
+            output=dumped,
+            started_at=started,
+            finished_at=finished,
+            compensables=[c.key for c in child.compensables],
+            name=name,
+        ),
     )
     core.adopt(child)
     core.advance_clock(finished)

@@ -16,6 +16,7 @@ from relayflow.protocol import (
     Waitpoint,
     WaitpointResolution,
 )
+from relayflow.sdk.checkpoints import Checkpointer
 from relayflow.sdk.registry import Workflow
 
 #: Wait ids whose last ``:`` segment is ``<namespace><n>``, the context's positional counter.
@@ -29,12 +30,16 @@ class ExecutorOptions:
     Attributes:
         in_process_retry_threshold_ms: Retry delays up to this wait in process; longer ones end
             the invocation with a ``retry:`` wait.
-        checkpoint_interval_ms: After this much continuous work the invocation yields with a
-            ``checkpoint:`` wait so the journal becomes durable.
+        checkpoint_interval_ms: In batched mode (no checkpoint log, or a workflow declared
+            ``checkpoint="batched"``), after this much continuous work the invocation yields
+            with a ``checkpoint:`` wait so the journal becomes durable.
         deadline_margin_ms: New work stops this long before the request's ``deadline``.
-        checkpoint_max_work: After this many pieces of live work (step attempts, polls) the
-            invocation yields too, which bounds the size of one answer and of one checkpoint
-            (a Lambda answer is capped at 6 MB; a checkpoint is written in one go).
+        checkpoint_max_work: In batched mode, after this many pieces of live work (step
+            attempts, polls) the invocation yields too, which bounds the size of one answer
+            and of one checkpoint (a Lambda answer is capped at 6 MB).
+        per_step_max_work: With per-step checkpoints, the invocation yields after this many
+            pieces of live work (bounding the answer, which carries the journal); steps are
+            durable one by one either way.
         sleep: How to wait in process (seconds); ``None`` sleeps for real.
         step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
             first, then the id as written). A callable replaces the step function and gets
@@ -45,6 +50,7 @@ class ExecutorOptions:
     checkpoint_interval_ms: int = 5_000
     deadline_margin_ms: int = 0
     checkpoint_max_work: int = 1_000
+    per_step_max_work: int = 100_000
     sleep: Callable[[float], None] | None = None
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
 
@@ -69,8 +75,10 @@ class Invocation:
         services: Mapping[str, object],
         now_ms: Callable[[], int],
         options: ExecutorOptions,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.request = request
+        self.checkpointer = checkpointer
         self.journal = request.journal
         self.workflow = workflow
         self.services = services
@@ -105,6 +113,25 @@ class Invocation:
             )
         self._claimed.add(key)
         self.last_op = key
+
+    def record(self, key: str, entry: StepJournalEntry) -> None:
+        """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return."""
+        self.journal.step_results[key] = entry
+        if self.checkpointer is not None:
+            self._checkpoint(self.checkpointer.step, key, entry)
+
+    @property
+    def per_step(self) -> bool:
+        """True when each step is made durable before the body goes on."""
+        return self.checkpointer is not None and not self.checkpointer.closed
+
+    def _checkpoint(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            write(*args)
+        except CancelledSignal:
+            assert self.checkpointer is not None
+            self.request.cancel = self.checkpointer.cancel
+            raise
 
     def touch_prefix(self, prefix: str) -> None:
         """Count every journal key under ``prefix`` as reached (a checkpointed scope)."""
@@ -168,10 +195,14 @@ class Invocation:
         now = self.now_ms()
         if now + self.options.deadline_margin_ms >= self.request.deadline:
             self.request_yield("deadline")
-        if self._live_work and now - self.started_ms >= self.options.checkpoint_interval_ms:
-            self.request_yield("interval")
-        if self._live_count > self.options.checkpoint_max_work:
-            self.request_yield("size")
+        if self.checkpointer is not None:
+            if self._live_count > self.options.per_step_max_work:
+                self.request_yield("size")
+        else:
+            if self._live_work and now - self.started_ms >= self.options.checkpoint_interval_ms:
+                self.request_yield("interval")
+            if self._live_count > self.options.checkpoint_max_work:
+                self.request_yield("size")
         self._live_work = True
 
     def can_wait_in_process(self, delay_ms: int) -> bool:
@@ -225,7 +256,14 @@ class Invocation:
         with self._lock:
             self.metadata.append(update)
 
+    def checkpoint_metadata(self, update: MetadataUpdate) -> None:
+        """Make a metadata update made outside any step durable (steps carry their own)."""
+        if self.checkpointer is not None:
+            self._checkpoint(self.checkpointer.metadata, update)
+
     def emit_chunk(self, chunk: StreamChunk) -> None:
-        """Add a stream chunk to the response."""
+        """Add a stream chunk to the response (durable first, with per-step checkpoints)."""
+        if self.checkpointer is not None:
+            self._checkpoint(self.checkpointer.chunk, chunk)
         with self._lock:
             self.stream_chunks.append(chunk)

@@ -51,3 +51,5 @@ class Metadata:
         if scope is not None:
             scope.updates.append(update)
         self._core.inv.emit_metadata(update)
+        if scope is None:
+            self._core.inv.checkpoint_metadata(update)

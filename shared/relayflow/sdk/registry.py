@@ -6,7 +6,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from relayflow.errors import WorkflowNotFoundError
 from relayflow.sdk.definition import (
@@ -22,6 +22,9 @@ from relayflow.sdk.retry import RetryPolicy
 _log = logging.getLogger("relayflow")
 
 R = TypeVar("R")
+#: How a workflow's steps become durable: each before the body goes on, or per invocation.
+CheckpointMode = Literal["per_step", "batched"]
+CHECKPOINT_MODES: tuple[str, ...] = ("per_step", "batched")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class WorkflowConfig:
         tags: Tags copied onto every run.
         description: Free text for manifests and dashboards.
         schedules: Recurring schedules (``relayflow.Schedule``) that start runs.
+        checkpoint: ``"per_step"`` (each completed step attempt is durable before the body
+            goes on, where the host has a checkpoint log) or ``"batched"`` (the steps of an
+            invocation become durable together when it answers).
     """
 
     retry: RetryPolicy | None = None
@@ -41,6 +47,7 @@ class WorkflowConfig:
     tags: tuple[str, ...] = ()
     description: str | None = None
     schedules: tuple[Any, ...] = ()
+    checkpoint: CheckpointMode = "per_step"
 
 
 class Workflow(Generic[R]):
@@ -90,6 +97,7 @@ def workflow(
     tags: Sequence[str] = (),
     description: str | None = None,
     schedule: Any = None,
+    checkpoint: CheckpointMode = "per_step",
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -102,6 +110,7 @@ def workflow(
     tags: Sequence[str] = (),
     description: str | None = None,
     schedule: Any = None,
+    checkpoint: CheckpointMode = "per_step",
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -114,12 +123,15 @@ def workflow(
         description: Free text.
         schedule: One ``Schedule`` (``Schedule.cron/every/at``) or reference-shaped dict, or
             a list of them; each firing starts a run (see the README's Schedules section).
+        checkpoint: ``"per_step"`` (default) or ``"batched"``; see the README's
+            "Durability" section for what each costs and what a crash re-runs.
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
 
     Raises:
-        ValueError: The id is empty or ``timeout`` is not a duration.
+        ValueError: The id is empty, ``timeout`` is not a duration or ``checkpoint`` is not
+            a known mode.
         TypeError: The id is given positionally, ``retry`` is not a ``RetryPolicy``,
             ``tags`` is not a list of strings, or the body does not take ``(input, ctx)``.
 
@@ -129,6 +141,10 @@ def workflow(
         ...     return ctx.step("hello", lambda: f"hello {name}")
     """
     refuse_positional_id(fn)
+    if checkpoint not in CHECKPOINT_MODES:
+        raise ValueError(
+            f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {checkpoint!r}"
+        )
     from relayflow.schedules.declaration import schedules_from
 
     config = WorkflowConfig(
@@ -137,6 +153,7 @@ def workflow(
         timeout_ms=parse_optional_duration(timeout, what="timeout"),
         tags=check_tags(tags),
         description=description,
+        checkpoint=checkpoint,
     )
 
     def register(body: Callable[..., R]) -> Workflow[R]:

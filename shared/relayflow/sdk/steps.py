@@ -84,7 +84,7 @@ def run_step(
     elif entry is not None and entry.status == "started":
         last = entry.attempts[-1] if entry.attempts else None
         attempt = last.attempt if last is not None else entry.attempt
-        if last is None or last.invocation != inv.request.invocation_count - 1:
+        if last is None or not _may_run_now(last, inv):
             # The host died while this attempt ran: it is never run again.
             error = StepInterruptedError(f"step {key!r} attempt {attempt} was interrupted")
             outcome = _record_failure(core, key, entry, attempt, error, policy, opts)
@@ -107,10 +107,13 @@ def run_step(
                     status="started",
                     started_at=now,
                     invocation=inv.request.invocation_count,
+                    logged=True if inv.per_step else None,
                 )
             )
-            inv.journal.step_results[key] = entry
-            inv.request_yield("at_most_once")
+            inv.record(key, entry)
+            if not inv.per_step:
+                # Without a checkpoint log the mark is durable once this invocation answers.
+                inv.request_yield("at_most_once")
         started_at = inv.now_ms()
         info = StepInfo(key, attempt, opts.idempotency_key or f"{inv.request.run_id}:{key}")
         scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
@@ -139,8 +142,11 @@ def run_step(
         entry.next_attempt_at = None
         if entry.started_at == 0:
             entry.started_at = started_at
-        inv.journal.step_results[key] = entry
-        return _finish(core, key, entry, opts)
+        # The compensation is registered first: a checkpoint that meets a cancel stops the
+        # body, and this step's effect happened.
+        value = _finish(core, key, entry, opts)
+        inv.record(key, entry)
+        return value
 
 
 def _mocked(
@@ -159,6 +165,13 @@ def _as_callable(double: Any) -> Callable[..., Any]:
     return lambda *args: double
 
 
+def _may_run_now(last: StepAttempt, inv: Any) -> bool:
+    """Whether a journalled "started" mark lets its attempt run in this invocation: only a
+    mark the previous invocation answered with (and yielded for), never one made durable by
+    a checkpoint, whose attempt ran in the invocation that wrote it."""
+    return not last.logged and last.invocation == inv.request.invocation_count - 1
+
+
 def _durably_started(entry: StepJournalEntry, attempt: int, inv: Any) -> bool:
     last = entry.attempts[-1] if entry.attempts else None
     return (
@@ -166,7 +179,7 @@ def _durably_started(entry: StepJournalEntry, attempt: int, inv: Any) -> bool:
         and last is not None
         and last.attempt == attempt
         and last.status == "started"
-        and last.invocation == inv.request.invocation_count - 1
+        and _may_run_now(last, inv)
     )
 
 
@@ -229,18 +242,18 @@ def _record_failure(
         entry.error = serialize_error(error)
         entry.finished_at = now
         entry.next_attempt_at = None
-        inv.journal.step_results[key] = entry
+        inv.record(key, entry)
         core.advance_clock(now)
         return None
     delay = policy.delay_ms(attempt, error, now_ms=now, jitter_key=f"{inv.request.run_id}:{key}")
     if inv.can_wait_in_process(delay):
         entry.status = "retrying"
         entry.next_attempt_at = now + delay
-        inv.journal.step_results[key] = entry
+        inv.record(key, entry)
         return attempt + 1, delay
     entry.status = "retrying"
     entry.error = serialize_error(error)
     entry.next_attempt_at = now + delay
-    inv.journal.step_results[key] = entry
+    inv.record(key, entry)
     wait_id = f"retry:{key}:{attempt + 1}"
     inv.suspend_on(core.path, _retry_wait(wait_id, key, attempt + 1, now + delay, delay))

@@ -88,7 +88,7 @@ def create_token(
         entry = StepJournalEntry(
             status="ok", kind="token", output=output, started_at=now, finished_at=now, name=name
         )
-        inv.journal.step_results[key] = entry
+        inv.record(key, entry)
     created_at = int(entry.output["createdAt"])
     return TokenSpec(
         token_id, public_id, created_at, timeout_ms, heartbeat_ms, on_timeout, name, serdes
@@ -236,13 +236,13 @@ def condition_op(
         if done:
             entry.status = "ok"
             entry.finished_at = inv.now_ms()
-            inv.journal.step_results[key] = entry
+            inv.record(key, entry)
             core.advance_clock(entry.finished_at)
             return state
         if max_attempts is not None and polls >= max_attempts:
             exhausted = WaitTimeoutError(f"condition {label!r} not met after {polls} attempts")
             return _fail(core, key, entry, exhausted, None)
-        inv.journal.step_results[key] = entry
+        inv.record(key, entry)
 
 
 def _fail(
@@ -256,6 +256,6 @@ def _fail(
     entry.status = "err"
     entry.error = serialize_error(failure)
     entry.finished_at = core.inv.now_ms()
-    core.inv.journal.step_results[key] = entry
+    core.inv.record(key, entry)
     core.advance_clock(entry.finished_at)
     raise failure

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
+from relayflow.adapters.memory import (
+    InMemoryAlarmClock,
+    InMemoryCheckpointLog,
+    InMemoryRunStore,
+    VirtualClock,
+)
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
 from relayflow.core.waits import reconcile_time
@@ -14,7 +19,14 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
-from relayflow.ports import DispatcherResolver, ManifestStore, PayloadStore, RunQuery, RunStore
+from relayflow.ports import (
+    CheckpointLog,
+    DispatcherResolver,
+    ManifestStore,
+    PayloadStore,
+    RunQuery,
+    RunStore,
+)
 from relayflow.schedules import FiringResult, InMemoryScheduleHost, InMemoryScheduleStateStore
 from relayflow.schedules.service import attach_schedules
 from relayflow.testing.alarms import FiredAlarms
@@ -56,12 +68,15 @@ def _register(workflows: Iterable[Any]) -> dict[str, Any]:
                 tags=config.tags,
                 description=config.description,
                 schedule=list(config.schedules),
+                checkpoint=config.checkpoint,
             )(wf.fn)
         by_id[wf.id] = find_workflow(wf.id)
     return by_id
 
 
-def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> dict[str, Any]:
+def _host_options(
+    clock: VirtualClock, step_mocks: Mapping[str, Any] | None, checkpoints: CheckpointLog
+) -> dict[str, Any]:
     """Executor options: in-process retry waits move the virtual clock instead of sleeping."""
     from relayflow.worker import ExecutorOptions
 
@@ -76,7 +91,7 @@ def _host_options(clock: VirtualClock, step_mocks: Mapping[str, Any] | None) -> 
                 "(ExecutorOptions.step_mocks is missing)"
             )
         fields["step_mocks"] = dict(step_mocks)
-    return {"options": ExecutorOptions(**fields)}
+    return {"options": ExecutorOptions(**fields), "checkpoints": checkpoints}
 
 
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
@@ -105,6 +120,8 @@ class WorkflowTestEnv:
             :class:`~relayflow.testing.alarms.EmulatedScheduler` for Scheduler on moto).
         manifests: The manifest store.
         payloads: Where large values are kept (read back by the run views).
+        checkpoints: The runs' checkpoint log (in memory by default), written by the
+            in-process step host for workflows that checkpoint per step.
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -128,6 +145,7 @@ class WorkflowTestEnv:
         alarms: FiredAlarms | None = None,
         manifests: ManifestStore | None = None,
         payloads: PayloadStore | None = None,
+        checkpoints: CheckpointLog | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -135,10 +153,11 @@ class WorkflowTestEnv:
         self.clock = clock or VirtualClock(DEFAULT_START_MS if start_ms is None else start_ms)
         self.runs: RunStore = runs or InMemoryRunStore()
         self.alarms: FiredAlarms = alarms or InMemoryAlarmClock()
+        self.checkpoints: CheckpointLog = checkpoints or InMemoryCheckpointLog()
         self.dispatcher = InlineDispatcher(
             services=services,
             clock=self.clock,
-            handler_options=_host_options(self.clock, step_mocks),
+            handler_options=_host_options(self.clock, step_mocks, self.checkpoints),
         )
         self.engine = Engine(
             runs=self.runs,
@@ -147,6 +166,7 @@ class WorkflowTestEnv:
             clock=self.clock,
             settings=settings,
             workflow_timeout=self._timeout_of,
+            checkpoints=self.checkpoints,
         )
         self.environment = environment
         self.driver = WorkflowDriver(

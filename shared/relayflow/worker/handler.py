@@ -15,6 +15,8 @@ from typing import Any
 import pydantic
 
 from relayflow.adapters.memory.clock import wall_ms
+from relayflow.errors import CheckpointFencedSignal
+from relayflow.ports import CheckpointLog
 from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
@@ -74,6 +76,7 @@ def handle_step_request(
     services: Mapping[str, object] | None = None,
     now_ms: Callable[[], int] | None = None,
     options: ExecutorOptions | None = None,
+    checkpoints: CheckpointLog | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run one invocation of a workflow body for the orchestrator.
 
@@ -82,10 +85,13 @@ def handle_step_request(
         services: What ``ctx.services.resolve(name)`` / ``.has(name)`` see.
         now_ms: The host's clock in epoch ms (a virtual clock in tests).
         options: Executor tuning (in-process retry threshold, checkpoint interval...).
+        checkpoints: The runs' checkpoint log: with it, requests that offer the checkpoint
+            channel make each step durable before the body goes on.
 
     Returns:
         ``(HTTP status, body)``: 200 with a StepResponse in wire form, otherwise
-        ``{"error", "message"}``.
+        ``{"error", "message"}``; 409 ``checkpoint_fenced`` when another driver took the
+        run over during the invocation (nothing more is answered).
     """
     if isinstance(raw, str | bytes | bytearray):
         try:
@@ -120,8 +126,11 @@ def handle_step_request(
             services=services,
             now_ms=now_ms or _wall_clock_ms,
             options=options,
+            checkpoints=checkpoints,
         )
         body = response.to_wire()
+    except CheckpointFencedSignal as exc:
+        return _refuse(409, "checkpoint_fenced", str(exc))
     except Exception as exc:
         _log.exception("executor error for run %s", request.run_id)
         return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
 from relayflow.payloads import PayloadCodec
-from relayflow.ports import PayloadStore
+from relayflow.ports import CheckpointLog, PayloadStore
 from relayflow.protocol import strict_json_loads
 
 StepHandler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -32,6 +32,17 @@ def _default_handler(raw: dict[str, Any]) -> Answer:
 
     answer: Answer = handle_step_request(raw)
     return answer
+
+
+def checkpointing_handler(checkpoints: CheckpointLog) -> StepHandler:
+    """The default step handler writing per-step checkpoints into ``checkpoints``."""
+    from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
+
+    def handler(raw: dict[str, Any]) -> Answer:
+        answer: Answer = handle_step_request(raw, checkpoints=checkpoints)
+        return answer
+
+    return handler
 
 
 def _error(status: int, code: str, message: str) -> Answer:
@@ -176,13 +187,26 @@ def _settings_host() -> StepHost:
     import_workflow_modules()
     settings = current_settings()
     payload_store: PayloadStore | None = None
-    if settings.payload_bucket:
+    handler: StepHandler | None = None
+    if settings.payload_bucket or settings.checkpoint_table:
         from relayflow.adapters.aws.clients import AwsClients
-        from relayflow.adapters.aws.payloads import S3PayloadStore
 
         clients = AwsClients.from_settings(settings)
+    if settings.payload_bucket:
+        from relayflow.adapters.aws.payloads import S3PayloadStore
+
         payload_store = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
+    if settings.checkpoint_table:
+        # This function writes the per-step checkpoints itself (one conditional PutItem
+        # each) and needs dynamodb:PutItem on the runs table; see the README's "Durability".
+        from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
+
+        log = DynamoDBCheckpointLog(
+            settings.checkpoint_table, client_factory=clients.dynamodb, payload_store=payload_store
+        )
+        handler = checkpointing_handler(log)
     return make_step_host(
+        handler=handler,
         secret=settings.signing_secret,
         mode=settings.signing_mode,
         payload_store=payload_store,

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
@@ -23,7 +24,14 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
-from relayflow.ports import AlarmClock, Clock, Dispatcher, DispatcherResolver, PayloadStore
+from relayflow.ports import (
+    AlarmClock,
+    CheckpointLog,
+    Clock,
+    Dispatcher,
+    DispatcherResolver,
+    PayloadStore,
+)
 from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.registry import registered_timeout_ms
 
@@ -38,8 +46,12 @@ def build_dispatcher(
     *,
     services: Mapping[str, object] | None = None,
     clock: Clock | None = None,
+    checkpoints: CheckpointLog | None = None,
 ) -> Dispatcher:
-    """The dispatcher of one ``DispatchTarget`` (signed with the configured secret)."""
+    """The dispatcher of one ``DispatchTarget`` (signed with the configured secret).
+
+    An inline step host writes its per-step checkpoints into ``checkpoints``.
+    """
     retry = TransportRetry(retries=settings.dispatch_retries)
     if target.kind == "lambda":
         return LambdaDispatcher(
@@ -58,7 +70,8 @@ def build_dispatcher(
             read_timeout=settings.read_timeout_s,
             retry=retry,
         )
-    return InlineDispatcher(services=services, clock=clock)
+    options = {"checkpoints": checkpoints} if checkpoints is not None else None
+    return InlineDispatcher(services=services, clock=clock, handler_options=options)
 
 
 def build_dispatchers(
@@ -67,6 +80,7 @@ def build_dispatchers(
     *,
     services: Mapping[str, object] | None = None,
     clock: Clock | None = None,
+    checkpoints: CheckpointLog | None = None,
 ) -> DispatcherResolver:
     """The default dispatcher plus ``RELAYFLOW_DISPATCH_MAP`` overrides.
 
@@ -78,7 +92,7 @@ def build_dispatchers(
     def one(target: DispatchTarget) -> Dispatcher:
         if target not in built:
             built[target] = build_dispatcher(
-                target, settings, clients, services=services, clock=clock
+                target, settings, clients, services=services, clock=clock, checkpoints=checkpoints
             )
         return built[target]
 
@@ -128,6 +142,12 @@ def build_aws_driver(
     runs = DynamoDBRunStore.from_settings(
         settings, client_factory=clients.dynamodb, clock=clock, payload_store=payloads
     )
+    checkpoints = DynamoDBCheckpointLog(
+        settings.require("table_name"),
+        client_factory=clients.dynamodb,
+        payload_store=payloads,
+        clock=clock,
+    )
     if on_due is None:
         on_due = lambda_event_on_due(settings.require("drive_function_arn"), clients.lambda_)
     scheduler_alarms = SchedulerAlarmClock.from_settings(
@@ -144,10 +164,13 @@ def build_aws_driver(
         runs=runs,
         alarms=alarms,
         dispatchers=dispatchers
-        or build_dispatchers(settings, clients, services=services, clock=clock),
+        or build_dispatchers(
+            settings, clients, services=services, clock=clock, checkpoints=checkpoints
+        ),
         clock=clock,
         settings=core_settings or settings.core_settings(),
         workflow_timeout=workflow_timeout,
+        checkpoints=checkpoints,
     )
     deliveries = Deliveries(
         DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),

@@ -12,17 +12,30 @@ import secrets
 import zlib
 from typing import Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import tables as t
-from relayflow.adapters.aws.run_queries import time_key, wake_shard
+from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
 from relayflow.adapters.aws.run_state import RunState, StoredField
 from relayflow.core.record import RunRecord
 from relayflow.errors import ValidationError
 from relayflow.ports import PayloadStore
 
 #: Largest compressed header document kept in the header item.
-HEADER_BUDGET = ri.ITEM_BUDGET - 10_000
+HEADER_BUDGET = run_items.ITEM_BUDGET - 10_000
 _MISSING = object()
+
+
+def wake_index(record: RunRecord, old: RunState) -> int | None:
+    """The wake time the header gives the sweeper's index.
+
+    A run saved while a driver holds its lease to run an invocation keeps the entry it had:
+    the sweeper skips runs whose lease is live and recovers them once it expired, so the
+    entry changes only when the run parks or ends (one index write per wait, not three).
+    """
+    if record.is_terminal:
+        return None
+    if record.status == "running" and record.lease is not None and old.wake_index is not None:
+        return old.wake_index
+    return record.wake_at
 
 
 class HeaderCodec:
@@ -40,26 +53,26 @@ class HeaderCodec:
         """The compressed header document of ``record`` and its fields in the payload store."""
         fields: dict[str, StoredField] = {}
         for key, stored in old.fields.items():
-            if getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING) is stored.obj:
+            if getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING) is stored.obj:
                 fields[key] = stored
-        data = ri.header_json(record, fields)
-        if len(data) > ri.FIELD_BUDGET and self._payloads is not None:
+        data = run_items.header_json(record, fields)
+        if len(data) > run_items.FIELD_BUDGET and self._payloads is not None:
             doc: dict[str, Any] = json.loads(data)
             for key, value in list(doc.items()):
-                encoded = ri.encode(value)
-                if len(encoded) <= ri.FIELD_BUDGET:
+                encoded = run_items.encode(value)
+                if len(encoded) <= run_items.FIELD_BUDGET:
                     continue
-                hashed = ri.digest(encoded)
+                hashed = run_items.digest(encoded)
                 prior = old.fields.get(key)
                 ref = (
                     prior.ref
                     if prior is not None and prior.digest == hashed
                     else self._payloads.put(encoded)
                 )
-                obj = getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING)
+                obj = getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING)
                 fields[key] = StoredField(obj, hashed, ref)
                 del doc[key]
-            data = ri.encode(doc)
+            data = run_items.encode(doc)
         packed = zlib.compress(data)
         if len(packed) > HEADER_BUDGET:
             raise ValidationError(
@@ -77,32 +90,35 @@ class HeaderCodec:
     ) -> dict[str, Any]:
         """The header item of ``record`` at ``state`` (its head, fields and expiry mark)."""
         item: dict[str, Any] = {
-            t.PK: ri.s(record.id),
-            t.SK: ri.s(ri.HEADER_SK),
-            "runId": ri.s(record.id),
-            "workflowId": ri.s(record.workflow_id),
-            "status": ri.s(record.status),
-            "environment": ri.s(record.environment),
-            "tags": {"L": [ri.s(tag) for tag in record.tags]},
-            "startedAt": ri.n(record.started_at),
-            "version": ri.n(record.version),
-            t.TIME_KEY: ri.s(time_key(record.started_at, record.id)),
-            t.WORKFLOW_KEY: ri.s(record.workflow_id),
-            t.STATUS_KEY: ri.s(record.status),
-            t.ENVIRONMENT_KEY: ri.s(record.environment),
+            tables.PK: run_items.s(record.id),
+            tables.SK: run_items.s(run_items.HEADER_SK),
+            "runId": run_items.s(record.id),
+            "workflowId": run_items.s(record.workflow_id),
+            "status": run_items.s(record.status),
+            "environment": run_items.s(record.environment),
+            "tags": {"L": [run_items.s(tag) for tag in record.tags]},
+            "startedAt": run_items.n(record.started_at),
+            "version": run_items.n(record.version),
+            tables.TIME_KEY: run_items.s(time_key(record.started_at, record.id)),
+            tables.WORKFLOW_KEY: run_items.s(record.workflow_id),
+            tables.STATUS_KEY: run_items.s(status_partition(record.status)),
+            tables.ENVIRONMENT_KEY: run_items.s(record.environment),
             "z": {"B": packed},
             # Tells this write from any other, so a retried request can recognise its own.
-            "w": ri.s(secrets.token_hex(4)),
+            "w": run_items.s(secrets.token_hex(4)),
         }
         if state.fields:
-            item["refs"] = {"M": {key: ri.s(f.ref) for key, f in state.fields.items()}}
+            item["refs"] = {"M": {key: run_items.s(f.ref) for key, f in state.fields.items()}}
         if state.head is not None:
-            item["head"] = ri.s(state.head)
-        if record.wake_at is not None:
-            item[t.WAKE_SHARD_KEY] = ri.s(wake_shard(record.id))
-            item[t.WAKE_AT] = ri.n(record.wake_at)
+            item["head"] = run_items.s(state.head)
+        if state.wake_index is not None:
+            item[tables.WAKE_SHARD_KEY] = run_items.s(wake_shard(record.id))
+            item[tables.WAKE_AT] = run_items.n(state.wake_index)
+            item[tables.WAKE_BUCKET] = run_items.n(
+                state.wake_index - state.wake_index % tables.WAKE_BUCKET_MS
+            )
         if expires is not None:
-            item[t.TTL_ATTRIBUTE] = ri.n(expires)
+            item[tables.TTL_ATTRIBUTE] = run_items.n(expires)
         if state.expiry_pending:
             item["xp"] = {"BOOL": True}
         return item
@@ -121,20 +137,22 @@ class HeaderCodec:
         for key, ref in header.get("refs", {}).get("M", {}).items():
             data = self._payload_store().get(ref["S"])
             doc[key] = json.loads(data)
-            fields[key] = (ri.digest(data), ref["S"])
+            fields[key] = (run_items.digest(data), ref["S"])
         doc["version"] = int(header["version"]["N"])
         return doc, fields
 
     def record(self, header: dict[str, Any]) -> RunRecord:
         """The record of a header item alone (its per-entry collections empty)."""
-        return RunRecord.from_document(ri.join_document(self.read(header)[0], []))
+        return RunRecord.from_document(run_items.join_document(self.read(header)[0], []))
 
     def stored_fields(
         self, record: RunRecord, fields: dict[str, tuple[bytes, str]]
     ) -> dict[str, StoredField]:
         """What the store remembers of the fields :meth:`read` found in the payload store."""
         return {
-            key: StoredField(getattr(record, ri.FIELD_OF_KEY.get(key, key), _MISSING), hashed, ref)
+            key: StoredField(
+                getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING), hashed, ref
+            )
             for key, (hashed, ref) in fields.items()
         }
 

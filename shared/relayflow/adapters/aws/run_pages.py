@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, tables
 
 PAGE_PREFIX = "g#"
 #: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
@@ -27,7 +26,7 @@ ENTRY_FRAMING = 10
 
 #: A part written in a page: its JSON value, or a payload-store reference, or neither when
 #: the part was removed.
-Written = tuple[ri.PartId, bytes | None, str | None]
+Written = tuple[run_items.PartId, bytes | None, str | None]
 
 
 def commit_id(version: int, token: str) -> str:
@@ -45,7 +44,7 @@ def page_sk(commit: str, index: int) -> str:
     return f"{PAGE_PREFIX}{commit}#{index:04d}"
 
 
-def entry_cost(part: ri.PartId, size: int) -> int:
+def entry_cost(part: run_items.PartId, size: int) -> int:
     """Bytes a part of ``size`` bytes of JSON takes in a page (before compression)."""
     return size + len(part[0]) + len(part[1]) + ENTRY_FRAMING
 
@@ -55,10 +54,10 @@ def ref_size(ref: str) -> int:
     return len(ref) + 8
 
 
-def _entry(part: ri.PartId, data: bytes | None, ref: str | None) -> bytes:
-    head = ri.encode_json(list(part))[:-1].encode("utf-8")
+def _entry(part: run_items.PartId, data: bytes | None, ref: str | None) -> bytes:
+    head = run_items.encode_json(list(part))[:-1].encode("utf-8")
     if ref is not None:
-        return head + b",null," + ri.encode_json(ref).encode("utf-8") + b"]"
+        return head + b",null," + run_items.encode_json(ref).encode("utf-8") + b"]"
     if data is None:
         return head + b"]"
     return head + b"," + data + b"]"
@@ -92,15 +91,15 @@ def page_items(
     items: list[dict[str, Any]] = []
     for index, body in enumerate(bodies):
         item: dict[str, Any] = {
-            t.PK: ri.s(run_id),
-            t.SK: ri.s(page_sk(commit, index)),
-            "n": ri.n(len(bodies)),
+            tables.PK: run_items.s(run_id),
+            tables.SK: run_items.s(page_sk(commit, index)),
+            "n": run_items.n(len(bodies)),
             "z": {"B": zlib.compress(body)},
         }
         if index == 0 and prev is not None:
-            item["prev"] = ri.s(prev)
+            item["prev"] = run_items.s(prev)
         if expires is not None:
-            item[t.TTL_ATTRIBUTE] = ri.n(expires)
+            item[tables.TTL_ATTRIBUTE] = run_items.n(expires)
         items.append(item)
     return items
 
@@ -116,7 +115,7 @@ class Decoded:
         stored: Bytes of entries on the chain, superseded ones included (uncompressed).
     """
 
-    parts: dict[ri.PartId, tuple[Any, str | None]]
+    parts: dict[run_items.PartId, tuple[Any, str | None]]
     chain: list[str]
     dead: list[str]
     stored: int
@@ -147,7 +146,7 @@ def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]
         newest_first.append(following)
         following = found[0]["prev"]["S"] if "prev" in found[0] else None
     chain_commits = set(newest_first)
-    parts: dict[ri.PartId, tuple[Any, str | None]] = {}
+    parts: dict[run_items.PartId, tuple[Any, str | None]] = {}
     chain: list[str] = []
     stored = 0
     for commit in reversed(newest_first):

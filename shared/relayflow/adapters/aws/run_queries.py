@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.errors import reraise
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _TIME_HIGH = "9" * 15 + "$"
+_LIVE = frozenset({"running", "waiting"})
+#: Headers read at a time while a status filter picks the runs of a page.
+_HEADER_BATCH = 100
 
 
 def time_key(started_at: int, run_id: str) -> str:
@@ -31,9 +34,14 @@ def time_key(started_at: int, run_id: str) -> str:
     return f"{started_at:015d}#{run_id}"
 
 
+def status_partition(status: str) -> str:
+    """The status index partition of a run: ``live`` while running or waiting."""
+    return tables.LIVE_STATUS if status in _LIVE else status
+
+
 def wake_shard(run_id: str) -> str:
     """The wake-time index partition of a run."""
-    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % t.WAKE_SHARDS
+    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % tables.WAKE_SHARDS
     return f"wake#{bucket}"
 
 
@@ -66,7 +74,7 @@ class RunIndexReader:
         """
         if query.limit < 1:
             raise ValidationError(f"limit must be at least 1, got {query.limit}")
-        index, key_attr, partitions, filters = _plan(query)
+        index, key_attr, partitions, filters, wanted = _plan(query)
         low = f"{query.started_after:015d}" if query.started_after is not None else "0"
         high = _TIME_HIGH
         if query.started_before is not None:
@@ -83,24 +91,40 @@ class RunIndexReader:
             self._index_items(index, key_attr, p, low, high, filters, query.limit)
             for p in partitions
         ]
-        chosen: list[dict[str, Any]] = []
-        for item in heapq.merge(*streams, key=lambda i: i[t.TIME_KEY]["S"], reverse=True):
-            if item[t.TIME_KEY]["S"] == after:
-                continue
-            chosen.append(item)
-            if len(chosen) > query.limit:
-                break
+        merged = (
+            item
+            for item in heapq.merge(*streams, key=lambda i: i[tables.TIME_KEY]["S"], reverse=True)
+            if item[tables.TIME_KEY]["S"] != after
+        )
+        chosen = self._matching(merged, query, wanted, query.limit + 1)
         page, more = chosen[: query.limit], len(chosen) > query.limit
-        # The indexes are eventually consistent: a run may have left the queried status since
-        # its index entry was written, so the strongly read header decides.
-        records = [
-            r for r in self._headers([item["runId"]["S"] for item in page]) if _matches(r, query)
-        ]
         next_cursor = None
         if more and page:
             last = page[-1]
-            next_cursor = encode_cursor(int(last["startedAt"]["N"]), last["runId"]["S"])
-        return RunPage(runs=records, next_cursor=next_cursor)
+            next_cursor = encode_cursor(last.started_at, last.id)
+        return RunPage(runs=page, next_cursor=next_cursor)
+
+    def _matching(
+        self,
+        items: Iterator[dict[str, Any]],
+        query: RunQuery,
+        wanted: frozenset[str] | None,
+        count: int,
+    ) -> list[RunRecord]:
+        """The headers of the first ``count`` index items whose run still answers ``query``.
+
+        The indexes are eventually consistent (a run may have left the queried status since
+        its entry was written) and running and waiting share ``live``: the strongly read
+        header decides, read in batches as the page fills.
+        """
+        chosen: list[RunRecord] = []
+        while len(chosen) < count:
+            size = _HEADER_BATCH if wanted is not None else count - len(chosen)
+            batch = [item["runId"]["S"] for item in itertools.islice(items, size)]
+            if not batch:
+                break
+            chosen.extend(r for r in self._headers(batch) if _matches(r, query))
+        return chosen[:count]
 
     def _index_items(
         self,
@@ -116,11 +140,11 @@ class RunIndexReader:
             "TableName": self.table_name,
             "IndexName": index,
             "KeyConditionExpression": "#p = :p AND #t BETWEEN :lo AND :hi",
-            "ExpressionAttributeNames": {"#p": key_attr, "#t": t.TIME_KEY},
+            "ExpressionAttributeNames": {"#p": key_attr, "#t": tables.TIME_KEY},
             "ExpressionAttributeValues": {
-                ":p": ri.s(partition),
-                ":lo": ri.s(low),
-                ":hi": ri.s(high),
+                ":p": run_items.s(partition),
+                ":lo": run_items.s(low),
+                ":hi": run_items.s(high),
             },
             "ScanIndexForward": False,
             "Limit": min(max(limit + 1, 10), 500),
@@ -140,7 +164,10 @@ class RunIndexReader:
     def _headers(self, run_ids: list[str]) -> list[RunRecord]:
         found: dict[str, RunRecord] = {}
         for start in range(0, len(run_ids), 100):
-            keys = [{t.PK: ri.s(r), t.SK: ri.s(ri.HEADER_SK)} for r in run_ids[start : start + 100]]
+            keys = [
+                {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}
+                for r in run_ids[start : start + 100]
+            ]
             pending: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
             while pending:
                 answer = self._call("reading runs", self._db().batch_get_item, RequestItems=pending)
@@ -150,26 +177,42 @@ class RunIndexReader:
         return [found[r] for r in run_ids if r in found]
 
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
-        """Ids of runs whose wake time is at or before ``before_ms``, earliest first."""
+        """Ids of runs whose wake time is at or before ``before_ms``, earliest first.
+
+        The index is sorted by wake-time bucket; the exact wake time it projects filters
+        the last bucket.
+        """
         if limit < 1:
             return []
         due: list[tuple[int, str]] = []
-        for shard in range(t.WAKE_SHARDS):
+        bucket = before_ms - before_ms % tables.WAKE_BUCKET_MS
+        for shard in range(tables.WAKE_SHARDS):
             params: dict[str, Any] = {
                 "TableName": self.table_name,
-                "IndexName": t.INDEX_BY_WAKE_TIME,
-                "KeyConditionExpression": "#s = :s AND #w <= :before",
-                "ExpressionAttributeNames": {"#s": t.WAKE_SHARD_KEY, "#w": t.WAKE_AT},
+                "IndexName": tables.INDEX_BY_WAKE_TIME,
+                "KeyConditionExpression": "#s = :s AND #b <= :bucket",
+                "FilterExpression": "#w <= :before",
+                "ExpressionAttributeNames": {
+                    "#s": tables.WAKE_SHARD_KEY,
+                    "#b": tables.WAKE_BUCKET,
+                    "#w": tables.WAKE_AT,
+                },
                 "ExpressionAttributeValues": {
-                    ":s": ri.s(f"wake#{shard}"),
-                    ":before": ri.n(before_ms),
+                    ":s": run_items.s(f"wake#{shard}"),
+                    ":bucket": run_items.n(bucket),
+                    ":before": run_items.n(before_ms),
                 },
                 "Limit": limit,
             }
-            page = self._call("finding due runs", self._db().query, **params)
-            due.extend(
-                (int(item[t.WAKE_AT]["N"]), item[t.PK]["S"]) for item in page.get("Items", [])
-            )
+            found = 0
+            while found < limit:
+                page = self._call("finding due runs", self._db().query, **params)
+                items = page.get("Items", [])
+                due.extend((int(item[tables.WAKE_AT]["N"]), item[tables.PK]["S"]) for item in items)
+                found += len(items)
+                if "LastEvaluatedKey" not in page:
+                    break
+                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return [run_id for _, run_id in sorted(due)[:limit]]
 
     def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:
@@ -189,39 +232,45 @@ def _matches(record: RunRecord, query: RunQuery) -> bool:
     )
 
 
+_Filters = tuple[str, dict[str, str], dict[str, Any]]
+
+
 def _plan(
     query: RunQuery,
-) -> tuple[str, str, list[str], tuple[str, dict[str, str], dict[str, Any]] | None]:
-    """Which index and partitions serve ``query``, and the filter for the remaining fields."""
+) -> tuple[str, str, list[str], _Filters | None, frozenset[str] | None]:
+    """Which index and partitions serve ``query``, the filter of the query for the fields the
+    index carries, and the statuses to check on the headers (None: no check)."""
     clauses: list[str] = []
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     statuses = list(dict.fromkeys(query.statuses))
+    wanted: frozenset[str] | None = frozenset(statuses) if statuses else None
     if query.workflow_id is not None:
-        index, key_attr, partitions = t.INDEX_BY_WORKFLOW, t.WORKFLOW_KEY, [query.workflow_id]
-        if statuses:
-            names["#st"] = "status"
-            placeholders = []
-            for i, status in enumerate(statuses):
-                values[f":st{i}"] = ri.s(status)
-                placeholders.append(f":st{i}")
-            clauses.append(f"#st IN ({', '.join(placeholders)})")
+        index, key_attr, partitions = (
+            tables.INDEX_BY_WORKFLOW,
+            tables.WORKFLOW_KEY,
+            [query.workflow_id],
+        )
         if query.environment is not None:
             names["#env"] = "environment"
-            values[":env"] = ri.s(query.environment)
+            values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     elif statuses:
-        index, key_attr, partitions = t.INDEX_BY_STATUS, t.STATUS_KEY, statuses
+        partitions = list(dict.fromkeys(status_partition(s) for s in statuses))
+        index, key_attr = tables.INDEX_BY_STATUS, tables.STATUS_KEY
+        if set(statuses) >= _LIVE or not _LIVE & set(statuses):
+            # Every partition read holds only runs of the statuses asked for.
+            wanted = None
         if query.environment is not None:
             names["#env"] = "environment"
-            values[":env"] = ri.s(query.environment)
+            values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     else:
-        index, key_attr = t.INDEX_BY_ENVIRONMENT, t.ENVIRONMENT_KEY
+        index, key_attr = tables.INDEX_BY_ENVIRONMENT, tables.ENVIRONMENT_KEY
         partitions = [query.environment] if query.environment is not None else list(ENVIRONMENTS)
     if query.tag is not None:
         names["#tags"] = "tags"
-        values[":tag"] = ri.s(query.tag)
+        values[":tag"] = run_items.s(query.tag)
         clauses.append("contains(#tags, :tag)")
     filters = (" AND ".join(clauses), names, values) if clauses else None
-    return index, key_attr, partitions, filters
+    return index, key_attr, partitions, filters, wanted

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import run_pages as rp
+from relayflow.adapters.aws import run_items, run_pages
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 
 
@@ -52,11 +51,12 @@ class RunState:
         dead: Sort keys of page items no header reaches any more.
         fields: Header fields held in the payload store, by document key.
         expiry_pending: The run ended but its pages may still lack their expiry.
+        wake_index: The wake time the stored header gives the sweeper's index (None: none).
     """
 
     version: int
     record: RunRecord | None = None
-    parts: dict[str, dict[ri.PartId, StoredPart]] = field(default_factory=dict)
+    parts: dict[str, dict[run_items.PartId, StoredPart]] = field(default_factory=dict)
     head: str | None = None
     chain: list[str] = field(default_factory=list)
     stored: int = 0
@@ -64,6 +64,7 @@ class RunState:
     dead: list[str] = field(default_factory=list)
     fields: dict[str, StoredField] = field(default_factory=dict)
     expiry_pending: bool = False
+    wake_index: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -82,66 +83,68 @@ class Diff:
         live: Page bytes the record's parts take (uncompressed).
     """
 
-    parts: dict[str, dict[ri.PartId, StoredPart]]
-    written: list[rp.Written]
-    removed: list[ri.PartId]
+    parts: dict[str, dict[run_items.PartId, StoredPart]]
+    written: list[run_pages.Written]
+    removed: list[run_items.PartId]
     live: int
 
 
-def diff(record: RunRecord, old: RunState, offload: Callable[[ri.PartId, bytes], str]) -> Diff:
+def diff(
+    record: RunRecord, old: RunState, offload: Callable[[run_items.PartId, bytes], str]
+) -> Diff:
     """Compare ``record`` with ``old``; parts too large for a page go through ``offload``.
 
     A collection holding the very objects stored last is unchanged without a look at its
     parts; otherwise only parts whose object is not the stored one are encoded, and an equal
     encoding counts as unchanged.
     """
-    parts: dict[str, dict[ri.PartId, StoredPart]] = {}
-    written: list[rp.Written] = []
-    removed: list[ri.PartId] = []
+    parts: dict[str, dict[run_items.PartId, StoredPart]] = {}
+    written: list[run_pages.Written] = []
+    removed: list[run_items.PartId] = []
     live = old.live
-    stored_sources = dict(ri.sources(old.record)) if old.record is not None else {}
-    for group, source in ri.sources(record):
+    stored_sources = dict(run_items.sources(old.record)) if old.record is not None else {}
+    for group, source in run_items.sources(record):
         known = old.parts.get(group, {})
-        if group in stored_sources and ri.same_objects(source, stored_sources[group]):
+        if group in stored_sources and run_items.same_objects(source, stored_sources[group]):
             if known:
                 parts[group] = known
             continue
-        current: dict[ri.PartId, StoredPart] = {}
-        added: list[ri.PartId] = []
+        current: dict[run_items.PartId, StoredPart] = {}
+        added: list[run_items.PartId] = []
         entries = None
-        if group in stored_sources and ri.extends(source, stored_sources[group]):
-            entries = ri.tail_parts(group, source, len(stored_sources[group]))
+        if group in stored_sources and run_items.extends(source, stored_sources[group]):
+            entries = run_items.tail_parts(group, source, len(stored_sources[group]))
         if entries is not None:
             # Entries appended after the stored ones: only those are looked at.
             current = dict(known)
             known = {}
         else:
-            entries = ri.group_parts(group, source)
+            entries = run_items.group_parts(group, source)
         for part, obj in entries:
             stored = known.get(part)
             if stored is not None and stored.obj is obj:
                 current[part] = stored
                 continue
-            data = ri.encode(obj)
-            hashed = ri.digest(data)
+            data = run_items.encode(obj)
+            hashed = run_items.digest(data)
             if stored is not None and stored.digest == hashed:
                 current[part] = StoredPart(obj, hashed, stored.size, stored.ref)
                 continue
             if stored is None:
                 added.append(part)
             else:
-                live -= rp.entry_cost(part, stored.size)
-            if len(data) > ri.VALUE_BUDGET:
+                live -= run_pages.entry_cost(part, stored.size)
+            if len(data) > run_items.VALUE_BUDGET:
                 ref = offload(part, data)
-                current[part] = StoredPart(obj, hashed, rp.ref_size(ref), ref)
+                current[part] = StoredPart(obj, hashed, run_pages.ref_size(ref), ref)
                 written.append((part, None, ref))
             else:
                 current[part] = StoredPart(obj, hashed, len(data))
                 written.append((part, data, None))
-            live += rp.entry_cost(part, current[part].size)
+            live += run_pages.entry_cost(part, current[part].size)
         if known:
             gone = [part for part in known if part not in current]
-            live -= sum(rp.entry_cost(part, known[part].size) for part in gone)
+            live -= sum(run_pages.entry_cost(part, known[part].size) for part in gone)
             removed.extend(gone)
             # Parts keep the place they were first stored at; new ones follow in record order.
             current = {

@@ -12,9 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import run_pages as rp
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, run_pages, tables
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
 
 if TYPE_CHECKING:
@@ -53,7 +51,8 @@ class RunUpkeep:
         if not sort_keys:
             return
         requests = [
-            {"DeleteRequest": {"Key": {t.PK: ri.s(run_id), t.SK: ri.s(sk)}}} for sk in sort_keys
+            {"DeleteRequest": {"Key": {tables.PK: run_items.s(run_id), tables.SK: run_items.s(sk)}}}
+            for sk in sort_keys
         ]
         try:
             self._batch(run_id, requests)
@@ -73,15 +72,22 @@ class RunUpkeep:
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :pages)",
             "FilterExpression": "attribute_not_exists(#ttl)",
-            "ExpressionAttributeNames": {"#pk": t.PK, "#sk": t.SK, "#ttl": t.TTL_ATTRIBUTE},
-            "ExpressionAttributeValues": {":pk": ri.s(run_id), ":pages": ri.s(rp.PAGE_PREFIX)},
+            "ExpressionAttributeNames": {
+                "#pk": tables.PK,
+                "#sk": tables.SK,
+                "#ttl": tables.TTL_ATTRIBUTE,
+            },
+            "ExpressionAttributeValues": {
+                ":pk": run_items.s(run_id),
+                ":pages": run_items.s(run_pages.PAGE_PREFIX),
+            },
             "ConsistentRead": True,
         }
         try:
             while True:
                 page = self._db().query(**params)
                 stamped = [
-                    {"PutRequest": {"Item": {**item, t.TTL_ATTRIBUTE: ri.n(expires)}}}
+                    {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: run_items.n(expires)}}}
                     for item in page.get("Items", [])
                 ]
                 self._batch(run_id, stamped)
@@ -99,11 +105,11 @@ class RunUpkeep:
         try:
             self._db().update_item(
                 TableName=self.table_name,
-                Key={t.PK: ri.s(run_id), t.SK: ri.s(ri.HEADER_SK)},
+                Key={tables.PK: run_items.s(run_id), tables.SK: run_items.s(run_items.HEADER_SK)},
                 UpdateExpression="REMOVE #xp",
                 ConditionExpression="#v = :v",
                 ExpressionAttributeNames={"#xp": "xp", "#v": "version"},
-                ExpressionAttributeValues={":v": ri.n(version)},
+                ExpressionAttributeValues={":v": run_items.n(version)},
             )
         except Exception as exc:
             if not is_aws_error(exc):

@@ -6,6 +6,10 @@ existing, for inserts). Readers follow the header to its pages and ignore any ot
 whose header write fails leaves the run exactly as it was. A save that changes no entry is
 one conditional ``PutItem``. Listing uses the workflow/status/environment indexes with opaque
 cursors; the sparse wake-time index serves the sweeper.
+
+The same partition holds the run's checkpoint log (``log#<seq>`` items, written by step hosts
+through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them. The README's
+"Storage layout" lists every item and index.
 """
 
 from __future__ import annotations
@@ -17,11 +21,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items as ri
-from relayflow.adapters.aws import run_pages as rp
-from relayflow.adapters.aws import tables as t
+from relayflow.adapters.aws import run_items, run_pages, tables
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
-from relayflow.adapters.aws.run_headers import HeaderCodec
+from relayflow.adapters.aws.run_headers import HeaderCodec, wake_index
 from relayflow.adapters.aws.run_queries import RunIndexReader
 from relayflow.adapters.aws.run_state import RunState, StoredPart, diff
 from relayflow.adapters.aws.run_upkeep import RunUpkeep
@@ -126,15 +128,15 @@ class DynamoDBRunStore:
                 "reading run " + run_id,
                 self._db().get_item,
                 TableName=self.table_name,
-                Key={t.PK: ri.s(run_id), t.SK: ri.s(ri.HEADER_SK)},
+                Key={tables.PK: run_items.s(run_id), tables.SK: run_items.s(run_items.HEADER_SK)},
                 ProjectionExpression="version",
                 ConsistentRead=True,
             )
             stored = answer.get("Item", {}).get("version", {}).get("N")
             if stored is not None and int(stored) == state.version:
-                return ri.detached(state.record)
+                return run_items.detached(state.record)
         state = self._fresh(run_id)
-        return None if state is None or state.record is None else ri.detached(state.record)
+        return None if state is None or state.record is None else run_items.detached(state.record)
 
     def _fresh(self, run_id: str) -> RunState | None:
         """Read the stored run (and finish its expiry if the save that ended it could not)."""
@@ -158,8 +160,8 @@ class DynamoDBRunStore:
             version = int(header["version"]["N"])
             head = header["head"]["S"] if "head" in header else None
             try:
-                decoded = rp.decode(version, head, pages)
-            except rp.IncompleteChainError:
+                decoded = run_pages.decode(version, head, pages)
+            except run_pages.IncompleteChainError:
                 continue  # a compaction removed pages while we read: read again
             return self._state_of(header, decoded)
         raise AwsServiceError(
@@ -174,43 +176,43 @@ class DynamoDBRunStore:
         params: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": t.PK},
-            "ExpressionAttributeValues": {":pk": ri.s(run_id)},
+            "ExpressionAttributeNames": {"#pk": tables.PK},
+            "ExpressionAttributeValues": {":pk": run_items.s(run_id)},
             "ConsistentRead": True,
         }
         while True:
             page = self._call("reading run " + run_id, self._db().query, **params)
             for item in page.get("Items", []):
-                sk = item[t.SK]["S"]
-                if sk == ri.HEADER_SK:
+                sk = item[tables.SK]["S"]
+                if sk == run_items.HEADER_SK:
                     header = item
-                elif sk.startswith(rp.PAGE_PREFIX):
+                elif sk.startswith(run_pages.PAGE_PREFIX):
                     pages[sk] = item
             if "LastEvaluatedKey" not in page:
                 return header, pages
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _state_of(self, header: dict[str, Any], decoded: rp.Decoded) -> RunState:
+    def _state_of(self, header: dict[str, Any], decoded: run_pages.Decoded) -> RunState:
         doc, fields = self._headers.read(header)
-        values: list[tuple[ri.PartId, Any]] = []
+        values: list[tuple[run_items.PartId, Any]] = []
         for part, (value, ref) in decoded.parts.items():
             if ref is not None:
                 value = json.loads(self._payload_store().get(ref))
             values.append((part, value))
-        record = RunRecord.from_document(ri.join_document(doc, values))
-        objects = dict(ri.iter_parts(record))
-        parts: dict[str, dict[ri.PartId, StoredPart]] = {}
+        record = RunRecord.from_document(run_items.join_document(doc, values))
+        objects = dict(run_items.iter_parts(record))
+        parts: dict[str, dict[run_items.PartId, StoredPart]] = {}
         live = 0
         for part, (_, ref) in decoded.parts.items():
             obj = objects.get(part, _MISSING)
             if obj is _MISSING:
                 continue
-            data = ri.encode(obj)
-            size = len(data) if ref is None else rp.ref_size(ref)
-            parts.setdefault(ri.group_of(part[0]), {})[part] = StoredPart(
-                obj, ri.digest(data), size, ref
+            data = run_items.encode(obj)
+            size = len(data) if ref is None else run_pages.ref_size(ref)
+            parts.setdefault(run_items.group_of(part[0]), {})[part] = StoredPart(
+                obj, run_items.digest(data), size, ref
             )
-            live += rp.entry_cost(part, size)
+            live += run_pages.entry_cost(part, size)
         stored_fields = self._headers.stored_fields(record, fields)
         return RunState(
             version=record.version,
@@ -223,6 +225,7 @@ class DynamoDBRunStore:
             dead=decoded.dead,
             fields=stored_fields,
             expiry_pending="xp" in header,
+            wake_index=int(header[tables.WAKE_AT]["N"]) if tables.WAKE_AT in header else None,
         )
 
     # ---- writes ---------------------------------------------------------------------------
@@ -295,7 +298,7 @@ class DynamoDBRunStore:
         )
         new = RunState(
             version=record.version,
-            record=ri.detached(record),
+            record=run_items.detached(record),
             parts=change.parts,
             head=old.head,
             chain=old.chain,
@@ -304,13 +307,16 @@ class DynamoDBRunStore:
             dead=old.dead,
             fields=fields,
             expiry_pending=bool(stamp),
+            wake_index=wake_index(record, old),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
         superseded: list[str] = []
         page_keys: list[str] = []
         if written:
             added = sum(
-                rp.entry_cost(part, len(data) if data is not None else rp.ref_size(ref or ""))
+                run_pages.entry_cost(
+                    part, len(data) if data is not None else run_pages.ref_size(ref or "")
+                )
                 for part, data, ref in written
             )
             live = change.live
@@ -319,16 +325,16 @@ class DynamoDBRunStore:
             if old.head is not None and garbage > max(live, _COMPACT_MIN):
                 # Rewrite the live entries as one chain of their own; the old one goes.
                 written = [
-                    (part, None if p.ref is not None else ri.encode(p.obj), p.ref)
+                    (part, None if p.ref is not None else run_items.encode(p.obj), p.ref)
                     for group in new.parts.values()
                     for part, p in group.items()
                 ]
                 prev, superseded = None, old.chain
                 new.chain, new.stored = [], 0
-            bodies = rp.pack(written)
-            commit = rp.commit_id(record.version, secrets.token_hex(4))
-            items = rp.page_items(run_id, commit, prev, bodies, expires)
-            page_keys = [item[t.SK]["S"] for item in items]
+            bodies = run_pages.pack(written)
+            commit = run_pages.commit_id(record.version, secrets.token_hex(4))
+            items = run_pages.page_items(run_id, commit, prev, bodies, expires)
+            page_keys = [item[tables.SK]["S"] for item in items]
             self._upkeep.put_pages(run_id, items)
             new.head = commit
             new.chain = [*new.chain, *page_keys]
@@ -357,11 +363,11 @@ class DynamoDBRunStore:
         }
         if insert:
             params["ConditionExpression"] = "attribute_not_exists(#pk)"
-            params["ExpressionAttributeNames"] = {"#pk": t.PK}
+            params["ExpressionAttributeNames"] = {"#pk": tables.PK}
         else:
             params["ConditionExpression"] = "#v = :v"
             params["ExpressionAttributeNames"] = {"#v": "version"}
-            params["ExpressionAttributeValues"] = {":v": ri.n(old)}
+            params["ExpressionAttributeValues"] = {":v": run_items.n(old)}
         try:
             self._db().put_item(**params)
         except Exception as exc:
@@ -375,7 +381,7 @@ class DynamoDBRunStore:
         ended = record.completed_at if record.completed_at is not None else self._clock.now_ms()
         return ended // 1000 + self.retention_days * 86_400
 
-    def _offload(self, run_id: str, part: ri.PartId, data: bytes) -> str:
+    def _offload(self, run_id: str, part: run_items.PartId, data: bytes) -> str:
         if self._payloads is None:
             raise ValidationError(
                 f"entry {part[0]}:{part[1]} of run {run_id} is {len(data)} bytes, "

@@ -28,12 +28,22 @@ STATUS_KEY = "gStatus"
 ENVIRONMENT_KEY = "gEnvironment"
 WAKE_SHARD_KEY = "gWake"
 WAKE_AT = "wakeAt"
+#: The wake-time index's sort key: the wake time rounded down to ``WAKE_BUCKET_MS``. A run
+#: that parks again within the same bucket only rewrites the entry's projected ``wakeAt``
+#: (one index write) instead of moving it (a delete and a put).
+WAKE_BUCKET = "gWakeAt"
+WAKE_BUCKET_MS = 15 * 60 * 1000
 INDEX_BY_WORKFLOW = "byWorkflow"
 INDEX_BY_STATUS = "byStatus"
 INDEX_BY_ENVIRONMENT = "byEnvironment"
 INDEX_BY_WAKE_TIME = "byWakeTime"
-#: Header attributes the listing indexes carry, so filters need no second read.
-LISTING_ATTRIBUTES = ["runId", "workflowId", "status", "environment", "tags", "startedAt"]
+#: Header attributes the listing indexes carry: only ones that never change after the insert,
+#: so a save rewrites an index entry only when its key changes. Filters on them run in the
+#: query; a status filter runs on the headers the listing reads anyway.
+LISTING_ATTRIBUTES = ["runId", "environment", "tags", "startedAt"]
+#: The status index's partition of running and waiting runs: a run moving between the two
+#: (every wait) keeps its index entry.
+LIVE_STATUS = "live"
 #: The wake-time index is spread over this many partitions (``wake#0`` ...).
 WAKE_SHARDS = 4
 
@@ -59,7 +69,7 @@ RUNS_TABLE: dict[str, Any] = {
         {"AttributeName": STATUS_KEY, "AttributeType": "S"},
         {"AttributeName": ENVIRONMENT_KEY, "AttributeType": "S"},
         {"AttributeName": WAKE_SHARD_KEY, "AttributeType": "S"},
-        {"AttributeName": WAKE_AT, "AttributeType": "N"},
+        {"AttributeName": WAKE_BUCKET, "AttributeType": "N"},
     ],
     "KeySchema": [
         {"AttributeName": PK, "KeyType": "HASH"},
@@ -74,9 +84,9 @@ RUNS_TABLE: dict[str, Any] = {
             "IndexName": INDEX_BY_WAKE_TIME,
             "KeySchema": [
                 {"AttributeName": WAKE_SHARD_KEY, "KeyType": "HASH"},
-                {"AttributeName": WAKE_AT, "KeyType": "RANGE"},
+                {"AttributeName": WAKE_BUCKET, "KeyType": "RANGE"},
             ],
-            "Projection": {"ProjectionType": "KEYS_ONLY"},
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [WAKE_AT]},
         },
     ],
     "BillingMode": "PAY_PER_REQUEST",

@@ -1,12 +1,14 @@
 """Real in-memory adapters of the ports (tests, local runs, ``relayflow.testing``)."""
 
 from relayflow.adapters.memory.alarms import InMemoryAlarmClock
+from relayflow.adapters.memory.checkpoints import InMemoryCheckpointLog
 from relayflow.adapters.memory.clock import SystemClock, VirtualClock
 from relayflow.adapters.memory.payloads import InMemoryPayloadStore
 from relayflow.adapters.memory.runs import InMemoryRunStore
 
 __all__ = [
     "InMemoryAlarmClock",
+    "InMemoryCheckpointLog",
     "InMemoryPayloadStore",
     "InMemoryRunStore",
     "SystemClock",

@@ -1,0 +1,172 @@
+"""The checkpoint log on DynamoDB: one item per entry in the runs table, next to the header.
+
+An entry is the item ``(pk=<runId>, sk=log#<seq, 10 digits>)`` written with one conditional
+``PutItem`` (``attribute_not_exists``): the sequence number is the fencing token, so a slot
+is written once, by the host that expected it or by a fence or cancel that took it first.
+A step entry of 100-200 bytes of output is an item under 1 KB: one write unit. Entries over
+``inline_limit`` bytes keep their JSON in the payload store and a reference in the item.
+
+Entries are needed only until the invocation's answer is saved (the answer carries the same
+journal into the run's pages) or until a new holder folds them after a crash; each carries
+a TTL of ``ttl_days`` after it was written, so the log costs nothing to clear.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
+from relayflow.errors import CheckpointSlotTakenError, ValidationError
+from relayflow.ports import Clock, PayloadStore
+from relayflow.protocol import CheckpointEntry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+LOG_PREFIX = "log#"
+#: Entries whose JSON is larger than this keep it in the payload store.
+INLINE_LIMIT = 32 * 1024
+#: Days an entry is kept (it is folded into the run's pages long before).
+DEFAULT_TTL_DAYS = 7
+
+
+def log_sk(seq: int) -> str:
+    """The sort key of slot ``seq``."""
+    return f"{LOG_PREFIX}{seq:010d}"
+
+
+class _WallClock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class DynamoDBCheckpointLog:
+    """A :class:`~relayflow.ports.CheckpointLog` in the runs table.
+
+    Args:
+        table_name: The runs table.
+        client_factory: Returns the DynamoDB client (called on first use, then cached).
+        payload_store: Holds entries over ``inline_limit`` (without one they are refused).
+        clock: Time of the entries' TTL.
+        ttl_days: Days an entry is kept after it was written.
+        inline_limit: Largest entry JSON kept in the item itself.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client_factory: Callable[[], DynamoDBClient],
+        payload_store: PayloadStore | None = None,
+        clock: Clock | None = None,
+        ttl_days: int = DEFAULT_TTL_DAYS,
+        inline_limit: int = INLINE_LIMIT,
+    ) -> None:
+        self.table_name = table_name
+        self._client_factory = client_factory
+        self._client: DynamoDBClient | None = None
+        self._payloads = payload_store
+        self._clock: Clock = clock or _WallClock()
+        self._ttl_s = ttl_days * 86_400
+        self._inline_limit = inline_limit
+
+    def _db(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    def append(self, run_id: str, entry: CheckpointEntry) -> None:
+        """Write ``entry`` at its slot with one conditional ``PutItem``.
+
+        A retried request whose first attempt was applied finds its own item (same write
+        token) and counts as done.
+
+        Raises:
+            CheckpointSlotTakenError: The slot holds another entry (``taken`` is it).
+        """
+        item = self._item(run_id, entry)
+        try:
+            self._db().put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": tables.PK},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if not (is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException"):
+                reraise(exc, f"writing checkpoint {entry.seq} of run {run_id}")
+            found = getattr(exc, "response", {}).get("Item")
+            if found is not None and found.get("w") == item["w"]:
+                return
+            taken = self._entry(found) if found is not None else None
+            raise CheckpointSlotTakenError(
+                f"checkpoint slot {entry.seq} of run {run_id} is taken", taken=taken
+            ) from None
+
+    def read(self, run_id: str, after_seq: int) -> list[CheckpointEntry]:
+        """The entries after ``after_seq`` up to the first free slot (one ``Query`` per MB)."""
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": {"#pk": tables.PK, "#sk": tables.SK},
+            "ExpressionAttributeValues": {
+                ":pk": run_items.s(run_id),
+                ":lo": run_items.s(log_sk(after_seq + 1)),
+                ":hi": run_items.s(log_sk(9_999_999_999)),
+            },
+            "ConsistentRead": True,
+        }
+        found: list[CheckpointEntry] = []
+        expected = after_seq + 1
+        while True:
+            try:
+                page = self._db().query(**params)
+            except Exception as exc:
+                reraise(exc, f"reading the checkpoints of run {run_id}")
+            for item in page.get("Items", []):
+                entry = self._entry(item)
+                if entry.seq != expected:
+                    return found
+                found.append(entry)
+                expected += 1
+            if "LastEvaluatedKey" not in page:
+                return found
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # ---- items ----------------------------------------------------------------------------
+
+    def _item(self, run_id: str, entry: CheckpointEntry) -> dict[str, Any]:
+        body = run_items.encode(entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"}))
+        item: dict[str, Any] = {
+            tables.PK: run_items.s(run_id),
+            tables.SK: run_items.s(log_sk(entry.seq)),
+            # Tells this write from any other, so a retried request can recognise its own.
+            "w": run_items.s(secrets.token_hex(4)),
+            tables.TTL_ATTRIBUTE: run_items.n(self._clock.now_ms() // 1000 + self._ttl_s),
+        }
+        if len(body) > self._inline_limit:
+            if self._payloads is None:
+                raise ValidationError(
+                    f"checkpoint {entry.seq} of run {run_id} is {len(body)} bytes, too large "
+                    "for a DynamoDB item; configure a payload store"
+                )
+            item["ref"] = run_items.s(self._payloads.put(body))
+        else:
+            item["e"] = run_items.s(body.decode("utf-8"))
+        return item
+
+    def _entry(self, item: dict[str, Any]) -> CheckpointEntry:
+        if "ref" in item:
+            if self._payloads is None:
+                raise ValidationError("this checkpoint is in the payload store; configure one")
+            doc = json.loads(self._payloads.get(item["ref"]["S"]))
+        else:
+            doc = json.loads(item["e"]["S"])
+        doc["seq"] = int(item[tables.SK]["S"][len(LOG_PREFIX) :])
+        return CheckpointEntry.model_validate(doc)

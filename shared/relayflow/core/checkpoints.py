@@ -1,0 +1,62 @@
+"""Folding a run's checkpoint log into its record, and the entries the orchestrator writes.
+
+A step host writes each completed step attempt (and each metadata update and stream chunk
+made outside a step) into the run's write-once log while the invocation goes on. The record
+reflects the log up to ``checkpoint_seq``; folding the entries after it is how a new holder
+sees every step the previous host made durable before it crashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from relayflow.core.metadata import apply_updates
+from relayflow.core.record import RunRecord
+from relayflow.protocol import CheckpointEntry, StreamChunk
+
+
+def attempts_of(entry: object) -> int:
+    """Operations a journal entry counts for: one per journalled attempt, at least one."""
+    return max(1, len(getattr(entry, "attempts", ()) or ()))
+
+
+def add_chunks(record: RunRecord, chunks: Iterable[StreamChunk]) -> None:
+    """Append stream chunks not stored yet (a chunk is known by its stream and ``seq``)."""
+    for chunk in chunks:
+        stored = record.streams.setdefault(chunk.stream_id, [])
+        if stored and stored[-1].seq >= chunk.seq:
+            continue
+        stored.append(chunk)
+
+
+def fold(record: RunRecord, entries: Iterable[CheckpointEntry]) -> None:
+    """Apply log entries after ``record.checkpoint_seq`` to ``record`` (a working copy).
+
+    Step entries replace the journal entry of their key (and apply the metadata updates made
+    inside the step), metadata and chunk entries apply once, fences and cancels only move
+    the high-water mark.
+    """
+    for entry in entries:
+        if entry.seq <= record.checkpoint_seq:
+            continue
+        if entry.kind == "step" and entry.key is not None and entry.step is not None:
+            old = record.journal.step_results.get(entry.key)
+            before = attempts_of(old) if old is not None else 0
+            record.journal.step_results[entry.key] = entry.step
+            record.operations_count += max(0, attempts_of(entry.step) - before)
+            apply_updates(record, list(entry.step.metadata_updates))
+        elif entry.kind == "metadata" and entry.metadata is not None:
+            apply_updates(record, [entry.metadata])
+        elif entry.kind == "chunk" and entry.chunk is not None:
+            add_chunks(record, [entry.chunk])
+        record.checkpoint_seq = entry.seq
+
+
+def fence_entry(seq: int) -> CheckpointEntry:
+    """The entry a new holder writes so the previous host's next checkpoint is refused."""
+    return CheckpointEntry(seq=seq, kind="fence", reason="the run has a new holder")
+
+
+def cancel_entry(seq: int, reason: str | None, compensate: bool) -> CheckpointEntry:
+    """The entry that tells a running host, at its next checkpoint, that the run was cancelled."""
+    return CheckpointEntry(seq=seq, kind="cancel", reason=reason, compensate=compensate)

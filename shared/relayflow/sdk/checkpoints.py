@@ -1,0 +1,78 @@
+"""The step host's side of the checkpoint channel: each step made durable before the body goes on.
+
+The orchestrator hands the host the next free slot of the run's log (``request.checkpoint``).
+The host writes its entries there one after the other; a slot found taken means another
+driver fenced this host off (it stops and answers nothing more) or the run was cancelled
+(the body stops as at a cancel and compensates when asked).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from relayflow.errors import CancelledSignal, CheckpointFencedSignal, CheckpointSlotTakenError
+from relayflow.ports import CheckpointLog
+from relayflow.protocol import (
+    CancelDirective,
+    CheckpointEntry,
+    CheckpointKind,
+    MetadataUpdate,
+    StepJournalEntry,
+    StreamChunk,
+)
+
+
+class Checkpointer:
+    """Writes one invocation's checkpoints into its run's log.
+
+    Args:
+        log: The run's checkpoint log.
+        run_id: The run.
+        first_seq: The slot the orchestrator offered (the next free one).
+    """
+
+    def __init__(self, log: CheckpointLog, run_id: str, first_seq: int) -> None:
+        self._log = log
+        self._run_id = run_id
+        self._next = first_seq
+        self._lock = threading.Lock()
+        self.closed = False
+        #: A cancel found in the log (the invocation answers as cancelled).
+        self.cancel: CancelDirective | None = None
+        #: The last slot this invocation found taken (its own entries and any fence).
+        self.last_seq: int | None = None
+
+    def step(self, key: str, entry: StepJournalEntry) -> None:
+        """Make the journal entry of ``key`` durable as it stands now."""
+        self._write("step", key=key, step=entry)
+
+    def metadata(self, update: MetadataUpdate) -> None:
+        """Make a metadata update made outside any step durable."""
+        self._write("metadata", metadata=update)
+
+    def chunk(self, chunk: StreamChunk) -> None:
+        """Make a stream chunk durable."""
+        self._write("chunk", chunk=chunk)
+
+    def _write(self, kind: CheckpointKind, **fields: Any) -> None:
+        with self._lock:
+            if self.closed:
+                # After a cancel the answer carries the rest; nothing more goes to the log.
+                return
+            entry = CheckpointEntry(seq=self._next, kind=kind, **fields)
+            try:
+                self._log.append(self._run_id, entry)
+            except CheckpointSlotTakenError as exc:
+                self.closed = True
+                self.last_seq = self._next
+                taken = exc.taken
+                if isinstance(taken, CheckpointEntry) and taken.kind == "cancel":
+                    self.cancel = CancelDirective(reason=taken.reason, compensate=taken.compensate)
+                    raise CancelledSignal(taken.reason or "cancelled") from None
+                raise CheckpointFencedSignal(
+                    f"checkpoint slot {self._next} of run {self._run_id} is taken: "
+                    "another driver holds the run"
+                ) from None
+            self.last_seq = self._next
+            self._next += 1

@@ -1,0 +1,117 @@
+"""Per-step durability on the AWS driver (moto): the crash inside step 26 of 30, the log's
+items and what a checkpoint costs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog, log_sk
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.errors import CheckpointSlotTakenError
+from relayflow.ports import RunQuery
+from relayflow.protocol import CheckpointEntry, StepJournalEntry
+from relayflow.sdk.registry import workflow
+from tests.aws.moto_driver import SETTINGS, moto_driver
+from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.unit.durability.race_support import Takeover, check_race, race, run_race
+from tests.unit.durability.test_durability_crash import Steps, per_step
+
+
+@pytest.fixture
+def on_moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    use_fake_credentials(monkeypatch)
+    use_fast_transactions(monkeypatch)
+    with moto_backend():
+        yield
+
+
+def test_a_crash_inside_step_26_reruns_only_step_26_on_aws(on_moto: None) -> None:
+    steps = Steps(crash_at=26)
+    env = moto_driver(workflows=[per_step], services={"steps": steps})
+    run = env.trigger("dur.thirty")
+    assert run.status == "running"
+    recovered = env.recover(run.id)
+    assert (recovered.status, recovered.output) == ("completed", sum(n * n for n in range(1, 31)))
+    assert [steps.calls[n] for n in range(1, 31)] == [1] * 25 + [2] + [1] * 4
+    kinds = [entry.kind for entry in env.checkpoints.read(run.id, 0)]
+    assert kinds == ["step"] * 25 + ["fence"] + ["step"] * 5
+
+
+def test_log_items_are_small_expire_and_refuse_a_taken_slot(on_moto: None) -> None:
+    env = moto_driver(workflows=[per_step], services={"steps": Steps(crash_at=None)})
+    run = env.trigger("dur.thirty")
+    assert run.status == "completed"
+    client = AwsClients(region="eu-west-1").dynamodb()
+    item = client.get_item(
+        TableName=SETTINGS.require("table_name"),
+        Key={"pk": {"S": run.id}, "sk": {"S": log_sk(1)}},
+    )["Item"]
+    assert "expiresAt" in item
+    log = env.checkpoints
+    assert isinstance(log, DynamoDBCheckpointLog)
+    with pytest.raises(CheckpointSlotTakenError) as refused:
+        log.append(run.id, CheckpointEntry(seq=3, kind="fence"))
+    taken = refused.value.taken
+    assert isinstance(taken, CheckpointEntry)
+    assert (taken.kind, taken.key) == ("step", "s3")
+    assert isinstance(taken.step, StepJournalEntry) and taken.step.output == 9
+
+
+def test_two_drivers_racing_one_run_never_interleave_on_aws(on_moto: None) -> None:
+    steps = Takeover()
+    env = moto_driver(workflows=[race], services={"steps": steps})
+    run_id = run_race(env, steps)
+    check_race(env, steps, run_id)
+
+
+@workflow(id="dur.nap")
+def nap(data: Any, ctx: Any) -> str:
+    ctx.sleep("1h")
+    return "rested"
+
+
+def _index_attrs(run_id: str) -> dict[str, Any]:
+    client = AwsClients(region="eu-west-1").dynamodb()
+    item = client.get_item(
+        TableName=SETTINGS.require("table_name"), Key={"pk": {"S": run_id}, "sk": {"S": "#run"}}
+    )["Item"]
+    return {k: v for k, v in item.items() if k in ("gStatus", "wakeAt")}
+
+
+def test_waits_keep_index_entries_and_listings_still_filter_by_status(on_moto: None) -> None:
+    env = moto_driver(workflows=[nap, per_step], services={"steps": Steps(crash_at=30)})
+    napping = env.trigger("dur.nap").id
+    crashed = env.trigger("dur.thirty").id  # its host died: running, leased
+    done = env.trigger("dur.thirty").id
+    assert _index_attrs(napping)["gStatus"] == {"S": "live"}
+    assert _index_attrs(crashed)["gStatus"] == {"S": "live"}
+    assert _index_attrs(done)["gStatus"] == {"S": "completed"}
+    # A run saved while its driver runs an invocation keeps its wake entry; the sweeper
+    # leaves a live lease alone (no dirty mark) and recovers the run once it expired.
+    before = env.runs.get(crashed)
+    assert before is not None and before.lease is not None
+    assert env.sweep() == [crashed]
+    unchanged = env.runs.get(crashed)
+    assert unchanged is not None and (unchanged.version, unchanged.dirty) == (before.version, False)
+
+    def ids(status: str) -> list[str]:
+        found: list[str] = []
+        cursor = None
+        while True:
+            page = env.runs.list_runs(RunQuery(statuses=(status,), limit=1, cursor=cursor))
+            found += [r.id for r in page.runs]
+            cursor = page.next_cursor
+            if cursor is None:
+                return found
+
+    assert ids("waiting") == [napping]
+    assert ids("running") == [crashed]
+    assert ids("completed") == [done]
+    by_workflow = env.runs.list_runs(RunQuery(workflow_id="dur.thirty", statuses=("running",)))
+    assert [r.id for r in by_workflow.runs] == [crashed]
+    env.advance("16m")  # the dead driver's lease expired
+    env.sweep()
+    assert env.get_run(crashed).status == "completed"

@@ -3,6 +3,7 @@ are shared and noisy), the reliability totals printed by the process that report
 xdist the controller never loads ``tests/reliability/conftest.py``), and ``--race-repeat``."""
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RaceRuns(config), "relayflow-race-runs")
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_afresh() -> Iterator[None]:
+    """Each test reads the process settings from its own environment, never from a copy
+    cached while an earlier test had changed it."""
+    from relayflow.config import current_settings
+
+    current_settings.cache_clear()
+    yield
+    current_settings.cache_clear()

@@ -62,11 +62,11 @@ class GatedDriver:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def trigger(self, workflow_id: str, data: Any, **options: Any) -> Any:
+    def start(self, workflow_id: str, data: Any, **options: Any) -> Any:
         if data == "hold":
             self._gate.hold()
             raise WorkflowNotFoundError(f"workflow {workflow_id} is not registered")
-        return self._inner.trigger(workflow_id, data, **options)
+        return self._inner.start(workflow_id, data, **options)
 
 
 def _in_thread(call: Callable[[], dict[str, Any]]) -> tuple[threading.Thread, list[Any]]:

@@ -120,7 +120,7 @@ def test_disarm_without_a_wake_time_also_removes_a_schedule_named_the_old_way(
     scheduler: Any,
 ) -> None:
     alarms = make_clock(scheduler)
-    params = alarms._schedule_params("run-1", T0 + 60_000)
+    params = alarms._schedule_params("run-1", T0 + 60_000, T0 + 60_000)
     scheduler.create_schedule(**{**params, "Name": legacy_schedule_name("run-1")})
     alarms.disarm("run-1")
     assert scheduler.list_schedules(GroupName=GROUP)["Schedules"] == []

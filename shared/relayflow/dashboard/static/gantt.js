@@ -39,8 +39,13 @@ function isOpen(entry) {
   return entry.endedAt === null || entry.endedAt === undefined;
 }
 
+// A wait the run's end cut short ends with the run, outcome "cancelled".
+function isAbandoned(entry, finished) {
+  return (finished && isOpen(entry)) || (entry.type === "wait" && entry.outcome === "cancelled");
+}
+
 function barClass(entry, finished) {
-  if (finished && isOpen(entry)) return "bar-abandoned";
+  if (isAbandoned(entry, finished)) return "bar-abandoned";
   if (entry.type === "wait") return entry.outcome === "pending" ? "bar-pending" : entry.outcome === "resolved" ? "bar-wait" : `bar-${entry.outcome}`;
   return `bar-${entry.outcome}`;
 }

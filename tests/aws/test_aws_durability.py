@@ -15,7 +15,7 @@ from relayflow.ports import RunQuery
 from relayflow.protocol import CheckpointEntry, StepJournalEntry
 from relayflow.sdk.registry import workflow
 from tests.aws.moto_driver import SETTINGS, moto_driver
-from tests.moto_support import moto_backend, use_fake_credentials, use_fast_transactions
+from tests.moto_support import moto_backend, use_fake_credentials
 from tests.unit.durability.race_support import Takeover, check_race, race, run_race
 from tests.unit.durability.test_durability_crash import Steps, per_step
 
@@ -23,7 +23,6 @@ from tests.unit.durability.test_durability_crash import Steps, per_step
 @pytest.fixture
 def on_moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     use_fake_credentials(monkeypatch)
-    use_fast_transactions(monkeypatch)
     with moto_backend():
         yield
 

@@ -23,9 +23,10 @@ from tests.moto_support import moto_backend
 MINUTE = 60_000
 
 
-@workflow(id="ct.two_careful_steps")
+@workflow(id="ct.two_careful_steps", checkpoint="batched")
 def two_careful_steps(data: Any, ctx: Any) -> Any:
-    # Each at-most-once step is checkpointed before it runs: one invocation per step.
+    # Batched: each at-most-once step is made durable before it runs by ending the
+    # invocation, so every step has an invocation of its own.
     first = ctx.step("one", lambda: 1, semantics="at_most_once")
     second = ctx.step("two", lambda: 2, semantics="at_most_once")
     return first + second

@@ -179,6 +179,7 @@ def _branch_op(
             started_at=started,
             finished_at=inv.now_ms(),
             compensables=[c.key for c in child.compensables],
+            name=spec.segment,
         ),
     )
     return _Ok(dumped)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
+from relayflow.adapters.memory.clock import SystemClock
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
 from relayflow.protocol import CheckpointEntry
@@ -38,11 +38,6 @@ DEFAULT_TTL_DAYS = 7
 def log_sk(seq: int) -> str:
     """The sort key of slot ``seq``."""
     return f"{LOG_PREFIX}{seq:010d}"
-
-
-class _WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
 
 
 class DynamoDBCheckpointLog:
@@ -71,7 +66,7 @@ class DynamoDBCheckpointLog:
         self._client_factory = client_factory
         self._client: DynamoDBClient | None = None
         self._payloads = payload_store
-        self._clock: Clock = clock or _WallClock()
+        self._clock: Clock = clock or SystemClock()
         self._ttl_s = ttl_days * 86_400
         self._inline_limit = inline_limit
 

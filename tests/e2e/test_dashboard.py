@@ -492,6 +492,11 @@ def test_the_schedules_page_shows_next_fire_times_and_pauses_and_resumes(
         width = tab.evaluate("document.documentElement.scrollWidth")
         assert width <= 400, f"the page scrolls sideways ({width}px)"
         screenshot(tab, "schedules-narrow")
+        # An environment without schedules says how to declare one.
+        tab.get_by_role("link", name="preview").click()
+        empty = tab.locator("#schedules-empty")
+        empty.wait_for()
+        assert "Schedule.cron(" in empty.inner_text()
     finally:
         tab.close()
         try:

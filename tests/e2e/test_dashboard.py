@@ -1,5 +1,5 @@
 """The dashboard in headless Chromium against ``relayflow dev``: every page, live updates,
-actions on pending waits, cancel with compensation, the start form and paging.
+actions on pending waits, cancel with compensation, the start form, paging and the schedules.
 
 Screenshots land in ``artifacts/dashboard/`` (git-ignored); the render times of 500 runs and
 of a 1,000-entry timeline are printed and saved there as ``render-times.txt``.
@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from browser import ARTIFACTS, chromium, screenshot
-from dev_process import DevProcess
+from dev_process import DevProcess, start_dev
 
 TOKEN = "e2e-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -411,3 +414,93 @@ def test_the_start_form_checks_the_input_schema_of_the_manifest(
     assert "#/start" in page.url
     page.fill("#start-input", json.dumps({"id": "o-schema", "total": 3}))
     assert "matches the input schema" in page.inner_text("#input-check")
+
+
+SCHEDULED_FLOWS = """
+from relayflow import Schedule, workflow
+
+
+@workflow(
+    id="reports.tick",
+    schedule=[
+        Schedule.cron("* * * * *", timezone="Europe/Berlin", name="minutely"),
+        Schedule.every("10m", name="sweep", overlap="queue"),
+    ],
+)
+async def tick(data, ctx):
+    return {"ok": True}
+"""
+
+
+def _schedules(dev: DevProcess) -> dict[str, dict[str, Any]]:
+    answer = requests.get(
+        f"{dev.url}/api/schedules", params={"environment": "development"}, headers=AUTH, timeout=10
+    )
+    assert answer.status_code == 200, answer.text
+    return {s["name"]: s for s in answer.json()["schedules"]}
+
+
+def test_the_schedules_page_shows_next_fire_times_and_pauses_and_resumes(
+    browser: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "scheduled_flows.py").write_text(textwrap.dedent(SCHEDULED_FLOWS))
+    dev = start_dev("--token", TOKEN, app="scheduled_flows", cwd=tmp_path, state_dir=tmp_path / "s")
+    tab = browser.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    try:
+        tab.set_default_timeout(UI_TIMEOUT_MS)
+        tab.goto(dashboard_link(dev))
+        tab.get_by_role("link", name="Schedules").click()
+        card = tab.locator("article.schedule", has_text="minutely")
+        card.wait_for()
+        assert tab.locator("article.schedule").count() == 2
+        assert "cron * * * * *" in card.locator(".schedule-timing").inner_text()
+        assert "Europe/Berlin" in card.inner_text() and "skip:" in card.inner_text()
+        sweep = tab.locator("article.schedule", has_text="sweep")
+        assert "every 10m" in sweep.inner_text() and "queue:" in sweep.inner_text()
+        # Five fire times a minute apart, shown with relative times ("in 40 seconds").
+        fires = card.locator(".next-fires time")
+        assert fires.count() == 5
+        times = [
+            datetime.fromisoformat(t) for t in fires.evaluate_all("e => e.map(x => x.dateTime)")
+        ]
+        assert all((b - a).total_seconds() == 60 for a, b in pairwise(times))
+        assert fires.first.inner_text().startswith("in ")
+        assert card.locator(".schedule-state").inner_text() == "active"
+
+        card.get_by_role("button", name="Pause minutely").click()
+
+        card.locator(".schedule-state", has_text="paused").wait_for()
+        assert _schedules(dev)["minutely"]["paused"] is True
+        assert _schedules(dev)["sweep"]["paused"] is False
+        assert card.locator(".next-fires").count() == 0  # a paused schedule fires at no time
+        # The Resume button takes the focus: the keyboard carries on from where it was.
+        assert tab.evaluate("document.activeElement.textContent") == "Resume"
+        screenshot(tab, "schedules")
+
+        tab.keyboard.press("Enter")
+
+        card.locator(".schedule-state", has_text="active").wait_for()
+        assert _schedules(dev)["minutely"]["paused"] is False
+        assert card.locator(".next-fires time").count() == 5
+        sweep.get_by_role("button", name="Trigger sweep now").click()
+        sweep.locator(".ok-text", has_text="started").wait_for()
+        assert sweep.locator(".ok-text a").inner_text().startswith("idem-reports.tick-sch_")
+        tab.set_viewport_size({"width": 390, "height": 844})
+        width = tab.evaluate("document.documentElement.scrollWidth")
+        assert width <= 400, f"the page scrolls sideways ({width}px)"
+        screenshot(tab, "schedules-narrow")
+        # An environment without schedules says how to declare one.
+        tab.get_by_role("link", name="preview").click()
+        empty = tab.locator("#schedules-empty")
+        empty.wait_for()
+        assert "Schedule.cron(" in empty.inner_text()
+    finally:
+        tab.close()
+        try:
+            dev.interrupt()
+        finally:
+            dev.kill()
+    assert not problems, problems

@@ -1,4 +1,4 @@
-// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests" (hash routes, so
+// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules" (hash routes, so
 // every page is the same document and deep links work behind any gateway).
 
 import { ApiError, takeTokenFromFragment, token } from "./api.js";
@@ -7,6 +7,7 @@ import { refreshRelativeTimes } from "./format.js";
 import { renderManifests } from "./manifests.js";
 import { renderRun } from "./run.js";
 import { renderRuns } from "./runs.js";
+import { renderSchedules } from "./schedules.js";
 import { renderStart } from "./start.js";
 
 const main = document.getElementById("main");
@@ -85,6 +86,7 @@ export function route() {
   else if (page === "runs") cleanup = renderRuns(main, params, ctx);
   else if (page === "start") cleanup = renderStart(main, params, ctx);
   else if (page === "manifests") cleanup = renderManifests(main, params, ctx);
+  else if (page === "schedules") cleanup = renderSchedules(main, params, ctx);
   else {
     replace(main, h("div", { class: "notice" }, h("p", {}, `There is no page “${page}”.`),
       h("p", {}, h("a", { href: "#/runs" }, "Go to the runs"))));

@@ -103,6 +103,7 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_DISPATCH_MAX_ATTEMPTS,
     ENV_DISPATCH_BACKOFF,
     ENV_DISPATCH_BACKOFF_MAX,
+    ENV_CHECKPOINT_TABLE,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]

@@ -63,6 +63,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_DISPATCH_MAX_ATTEMPTS: "3",
         config.ENV_DISPATCH_BACKOFF: "2s",
         config.ENV_DISPATCH_BACKOFF_MAX: "1m",
+        config.ENV_CHECKPOINT_TABLE: "runs",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -90,6 +91,7 @@ def test_every_variable_is_read() -> None:
     assert settings.region == "us-east-2"
     assert settings.recurring_schedule_group == "relayflow-schedules"
     assert settings.alarm_queue_url == env[config.ENV_ALARM_QUEUE_URL]
+    assert settings.checkpoint_table == "runs"
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,

@@ -80,11 +80,13 @@ def test_functions_that_drive_runs_get_the_whole_engine_configuration(
     functions = functions_by_handler(any_template)
     for name in ("api", "drive", "sweeper"):
         assert set(_env(functions[name])) >= ENGINE_NAMES, name
-    # The worker only hosts workflow bodies: it imports them and resolves payload pointers.
+    # The worker only hosts workflow bodies: it imports them, resolves payload pointers and
+    # appends per-step checkpoints to the runs table.
     worker_env = _env(functions["worker"])
     assert {k for k in worker_env if k.startswith("RELAYFLOW_")} == {
         config.ENV_PAYLOAD_BUCKET,
         config.ENV_WORKFLOW_MODULES,
+        config.ENV_CHECKPOINT_TABLE,
     }
     assert worker_env[config.ENV_WORKFLOW_MODULES] == "examples"
 

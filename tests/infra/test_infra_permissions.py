@@ -154,14 +154,19 @@ def test_pass_role_is_limited_to_the_alarm_role_and_scheduler(sample_template: T
     assert pass_role["Resource"] == {"Fn::GetAtt": [alarm_roles[0], "Arn"]}
 
 
-def test_worker_only_reads_and_writes_payload_objects(sample_template: Template) -> None:
+def test_worker_only_moves_payload_objects_and_appends_checkpoints(
+    sample_template: Template,
+) -> None:
     statements = role_statements(sample_template, _role_of(sample_template, "worker"))
     assert _actions(statements) == {
+        "dynamodb:PutItem",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "s3:GetObject",
         "s3:PutObject",
     }
+    (put,) = [s for s in statements if s["Action"] == "dynamodb:PutItem"]
+    assert "Fn::GetAtt" in put["Resource"]
     (s3,) = [s for s in statements if s["Action"] == ["s3:GetObject", "s3:PutObject"]]
     assert s3["Resource"]["Fn::Join"][1][-1] == "/payloads/*"
 

@@ -322,6 +322,14 @@ class RelayflowOrchestrator(Construct):
                 resources=[storage.payload_bucket.arn_for_objects(f"{PAYLOAD_PREFIX}*")],
             )
         )
+        # Per-step checkpoints: the host appends each completed step to the run's write-once
+        # log (a conditional PutItem); it reads nothing and changes no run header.
+        worker.add_environment(config.ENV_CHECKPOINT_TABLE, storage.runs_table.table_name)
+        _role_of(worker).add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem"], resources=[storage.runs_table.table_arn]
+            )
+        )
 
     # ---- findings and outputs ----------------------------------------------------------------
 

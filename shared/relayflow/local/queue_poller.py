@@ -7,9 +7,10 @@ back after its visibility timeout, as on AWS).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from relayflow.local.polling import PollingThread
 
 _log = logging.getLogger("relayflow.local")
 
@@ -60,11 +61,9 @@ class LocalQueuePoller:
         self._client = client
         self._url = queue_url
         self._deliver = deliver
-        self._interval_s = interval_s
         self._batch_size = batch_size
         self._arn = self._queue_arn()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._polling = PollingThread("relayflow-queue", lambda: self.poll() > 0, interval_s)
 
     def _queue_arn(self) -> str:
         attrs = self._client.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])
@@ -72,25 +71,11 @@ class LocalQueuePoller:
 
     def start(self) -> None:
         """Poll in a background thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._loop, name="relayflow-queue", daemon=True)
-        self._thread.start()
+        self._polling.start()
 
     def stop(self) -> None:
         """Stop polling."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                delivered = self.poll()
-            except Exception:
-                _log.exception("local queue poll failed")
-                delivered = 0
-            if not delivered:
-                self._stop.wait(self._interval_s)
+        self._polling.stop()
 
     def poll(self) -> int:
         """Receive one batch and deliver it; returns how many messages it held."""

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from relayflow.local.polling import PollingThread
 from relayflow.schedules.times import expression_fire_times, iso_utc
 
 _log = logging.getLogger("relayflow.local")
@@ -59,32 +59,22 @@ class LocalRecurringScheduler:
         self._group = group
         self._fire = fire
         self._now_ms = now_ms
-        self._interval_s = interval_s
         self._tracked: dict[str, _Tracked] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._polling = PollingThread("relayflow-recurring", self._poll, interval_s)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="relayflow-schedule")
 
     def start(self) -> None:
         """Poll in a background thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._loop, name="relayflow-recurring", daemon=True)
-        self._thread.start()
+        self._polling.start()
 
     def stop(self) -> None:
         """Stop polling and wait for firings in progress."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._polling.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick(wait=False)
-            except Exception:
-                _log.exception("local recurring scheduler poll failed")
-            self._stop.wait(self._interval_s)
+    def _poll(self) -> bool:
+        self.tick(wait=False)
+        return False  # due times are polled at the interval, never back to back
 
     def tick(self, *, wait: bool = True) -> list[tuple[str, int]]:
         """Fire every schedule due now; returns ``(name, scheduled ms)`` of each firing."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from relayflow.local.polling import PollingThread
 
 _log = logging.getLogger("relayflow.local")
 _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
@@ -71,32 +72,22 @@ class LocalScheduler:
         self._group = group
         self._fire = fire
         self._now_ms = now_ms
-        self._interval_s = interval_s
         self._known: dict[str, _Known] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._polling = PollingThread("relayflow-scheduler", self._poll, interval_s)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="relayflow-alarm")
 
     def start(self) -> None:
         """Poll in a background thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._loop, name="relayflow-scheduler", daemon=True)
-        self._thread.start()
+        self._polling.start()
 
     def stop(self) -> None:
         """Stop polling and wait for alarms being fired to finish."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._polling.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick(wait=False)
-            except Exception:
-                _log.exception("local scheduler poll failed")
-            self._stop.wait(self._interval_s)
+    def _poll(self) -> bool:
+        self.tick(wait=False)
+        return False  # due times are polled at the interval, never back to back
 
     def tick(self, *, wait: bool = True) -> list[str]:
         """Fire every schedule due now; returns their names.

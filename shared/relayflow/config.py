@@ -59,6 +59,7 @@ ENV_DISPATCH_MAX_ATTEMPTS = "RELAYFLOW_DISPATCH_MAX_ATTEMPTS"
 ENV_DISPATCH_BACKOFF = "RELAYFLOW_DISPATCH_BACKOFF"
 ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
 ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
+ENV_HTTP_CHECKPOINT_URL = "RELAYFLOW_HTTP_CHECKPOINT_URL"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -104,6 +105,7 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_DISPATCH_BACKOFF,
     ENV_DISPATCH_BACKOFF_MAX,
     ENV_CHECKPOINT_TABLE,
+    ENV_HTTP_CHECKPOINT_URL,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]
@@ -227,6 +229,10 @@ class Settings:
         checkpoint_table: Set in a step host function (the runs table): the host writes
             per-step checkpoints into it (``RELAYFLOW_CHECKPOINT_TABLE``); unset, the host
             keeps invocation-level durability.
+        http_checkpoint_url: The orchestrator API's base URL as HTTP step hosts reach it
+            (``RELAYFLOW_HTTP_CHECKPOINT_URL``): set, HTTP dispatchers offer their hosts
+            per-step checkpoints through ``POST <url>/api/runs/{runId}/checkpoints``
+            (needs the signing secret); unset, HTTP hosts are durable per invocation.
     """
 
     table_name: str | None = None
@@ -266,6 +272,7 @@ class Settings:
     dispatch_backoff_ms: int = DEFAULT_DISPATCH_BACKOFF_MS
     dispatch_backoff_max_ms: int = DEFAULT_DISPATCH_BACKOFF_MAX_MS
     checkpoint_table: str | None = None
+    http_checkpoint_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -355,6 +362,7 @@ class Settings:
                 env, ENV_DISPATCH_BACKOFF_MAX, DEFAULT_DISPATCH_BACKOFF_MAX_MS
             ),
             checkpoint_table=text(ENV_CHECKPOINT_TABLE),
+            http_checkpoint_url=text(ENV_HTTP_CHECKPOINT_URL),
         )
 
     def core_settings(self) -> CoreSettings:
@@ -422,6 +430,7 @@ _VARIABLE_OF = {
     "signing_secret": ENV_SIGNING_SECRET,
     "region": ENV_REGION,
     "checkpoint_table": ENV_CHECKPOINT_TABLE,
+    "http_checkpoint_url": ENV_HTTP_CHECKPOINT_URL,
 }
 
 

@@ -248,6 +248,17 @@ class CheckpointSlotTakenError(RelayflowError):
         self.taken = taken
 
 
+class CheckpointUnavailableError(RelayflowError):
+    """A checkpoint could not be written (the orchestrator was unreachable or refused it).
+
+    The host stops checkpointing and ends the invocation at once: its answer carries every
+    step, so nothing is lost, and the orchestrator invokes the run again.
+    """
+
+    code = "checkpoint_unavailable"
+    category = RUNTIME_ERROR
+
+
 class CheckpointFencedSignal(BaseException):
     """Raised in a step host whose checkpoint was refused: another driver holds the run now.
 

@@ -66,7 +66,20 @@ class RunStore(Protocol):
         ...
 
 
-class CheckpointLog(Protocol):
+class CheckpointWriter(Protocol):
+    """What a step host needs of a run's checkpoint log: writing entries into free slots."""
+
+    def append(self, run_id: str, entry: CheckpointEntry) -> None:
+        """Write ``entry`` at ``(run_id, entry.seq)`` if that slot is free.
+
+        Raises:
+            CheckpointSlotTakenError: The slot holds an entry already (``taken`` is it).
+            CheckpointUnavailableError: The entry could not be written (a remote log only).
+        """
+        ...
+
+
+class CheckpointLog(CheckpointWriter, Protocol):
     """A run's write-once log of checkpoints, one entry per sequence number.
 
     The driver holding a run hands its step host the next free slot; the host writes its
@@ -74,14 +87,6 @@ class CheckpointLog(Protocol):
     cancel first writes a fence into the next free slot, so the host that expected it finds
     it taken at its next checkpoint and stops: the sequence number is the fencing token.
     """
-
-    def append(self, run_id: str, entry: CheckpointEntry) -> None:
-        """Write ``entry`` at ``(run_id, entry.seq)`` if that slot is free.
-
-        Raises:
-            CheckpointSlotTakenError: The slot holds an entry already (``taken`` is it).
-        """
-        ...
 
     def read(self, run_id: str, after_seq: int) -> list[CheckpointEntry]:
         """The entries after ``after_seq``, in order (up to the first free slot)."""

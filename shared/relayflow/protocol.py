@@ -212,9 +212,15 @@ class CheckpointChannel(WireModel):
     A host with a checkpoint log writes one entry per completed step attempt (and per
     metadata update and stream chunk) at ``seq``, ``seq + 1``... before the body goes on.
     Hosts that do not know the field ignore it and keep invocation-level durability.
+
+    An HTTP dispatcher configured for it adds ``url``, the orchestrator route a host without
+    a log of its own posts each entry to, and ``capability``, the signed permission to write
+    entries of this run from ``seq`` on until the request's deadline.
     """
 
     seq: int = Field(ge=1)
+    url: str | None = None
+    capability: str | None = None
 
 
 CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel"]

@@ -40,7 +40,7 @@ def test_it_lists_every_route(api: Api, doc: dict[str, Any]) -> None:
     listed = {(m, p) for p, ops in doc["paths"].items() for m in ops if m in _METHODS}
 
     assert listed == _routes(api)
-    assert len(listed) == 25
+    assert len(listed) == 26
 
 
 def test_every_response_declares_a_json_schema(doc: dict[str, Any]) -> None:
@@ -68,6 +68,8 @@ def test_secured_operations_name_their_scope(doc: dict[str, Any]) -> None:
         for method, op in ops.items():
             if (method, path) in public:
                 assert not op.get("security")
+            elif path == "/api/runs/{run_id}/checkpoints":
+                assert op["security"] == [{"checkpointCapability": []}]
             else:
                 [requirement] = op["security"]
                 assert requirement["bearerAuth"][0] in {

@@ -64,6 +64,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_DISPATCH_BACKOFF: "2s",
         config.ENV_DISPATCH_BACKOFF_MAX: "1m",
         config.ENV_CHECKPOINT_TABLE: "runs",
+        config.ENV_HTTP_CHECKPOINT_URL: "https://api.example",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -92,6 +93,7 @@ def test_every_variable_is_read() -> None:
     assert settings.recurring_schedule_group == "relayflow-schedules"
     assert settings.alarm_queue_url == env[config.ENV_ALARM_QUEUE_URL]
     assert settings.checkpoint_table == "runs"
+    assert settings.http_checkpoint_url == "https://api.example"
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,

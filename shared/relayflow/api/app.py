@@ -45,6 +45,7 @@ from relayflow.api.errors import (
 )
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.models import COMPONENT_REF, DOCUMENTED_BODIES
+from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import dashboard as dashboard_routes
 from relayflow.api.routes import events as events_routes
 from relayflow.api.routes import health as health_routes
@@ -60,11 +61,20 @@ from relayflow.deliveries import (
     Replay,
     RequestInProgressError,
 )
+from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilitySigner
 from relayflow.errors import RelayflowError
 from relayflow.observability import RunMetrics
 from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
 
 SECURITY_SCHEME = "bearerAuth"
+#: How a step host's checkpoint call proves itself (``relayflow.dispatch.capabilities``).
+CAPABILITY_SCHEME = "checkpointCapability"
+CAPABILITY_SECURITY: dict[str, Any] = {
+    "type": "apiKey",
+    "in": "header",
+    "name": CAPABILITY_HEADER,
+    "description": "the capability of the step request whose invocation writes the checkpoint",
+}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _LOG_KEYS = ("run_id", "workflow_id")
 
@@ -291,7 +301,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             raise ApiError(404, "route_not_found", f"no route for {method} {path}")
         if route is None and method == "OPTIONS" and self._cors_enabled:
             return None  # the resolver answers the CORS preflight itself
-        secured = [r for r in ([route] if route else others) if r.security]
+        secured = [r for r in ([route] if route else others) if _needs_credentials(r)]
         principal = self._authenticate() if secured else None
         if route is None:
             allowed = ", ".join(sorted({r.method for r in others}))
@@ -399,7 +409,10 @@ class RelayflowResolver(APIGatewayHttpResolver):
                     "tokens, and register event manifests. Errors are always "
                     '{"error": code, "message": text}.'
                 ),
-                security_schemes={SECURITY_SCHEME: self.auth.openapi_scheme},  # type: ignore[dict-item]
+                security_schemes={
+                    SECURITY_SCHEME: self.auth.openapi_scheme,  # type: ignore[dict-item]
+                    CAPABILITY_SCHEME: CAPABILITY_SECURITY,  # type: ignore[dict-item]
+                },
             )
             self._openapi_cache = _tidy_openapi(json.loads(text))
         return self._openapi_cache
@@ -418,6 +431,7 @@ def create_app(
     deliveries: Deliveries | None = None,
     hand_off: bool = False,
     inline_budget_ms: int = DEFAULT_INLINE_BUDGET_MS,
+    checkpoint_capabilities: CapabilitySigner | None = None,
 ) -> RelayflowResolver:
     """Build the HTTP API over a driver.
 
@@ -436,6 +450,8 @@ def create_app(
             the drive function and the request waits up to the inline budget for it to
             settle (the deployed api function; see README "Time limits").
         inline_budget_ms: How long a request drives (or waits for) its run, at most.
+        checkpoint_capabilities: Verifies HTTP step hosts' checkpoint capabilities (built
+            from the dispatch signing secret); None refuses every checkpoint call.
 
     Returns:
         The resolver; call ``resolve(event, context)`` with API Gateway v2 events.
@@ -465,8 +481,10 @@ def create_app(
         version=__version__,
         hand_off=hand_off,
         inline_budget_ms=inline_budget_ms,
+        checkpoint_capabilities=checkpoint_capabilities,
     )
     app.include_router(runs_routes.build_router(ctx))
+    app.include_router(checkpoints_routes.build_router(ctx))
     app.include_router(tokens_routes.build_router(ctx))
     app.include_router(events_routes.build_router(ctx))
     app.include_router(manifests_routes.build_router(ctx))
@@ -557,6 +575,11 @@ def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     for name, schema in extra.get("$defs", {}).items():
         schemas.setdefault(name, schema)
     return doc
+
+
+def _needs_credentials(route: Route) -> bool:
+    """True when ``route`` asks for the API's credentials (not a capability of its own)."""
+    return any(SECURITY_SCHEME in requirement for requirement in route.security or [])
 
 
 def _requires_body(route: Route) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from relayflow.api.metrics import MetricsSink
+from relayflow.dispatch.capabilities import CapabilitySigner
 
 #: Upper bound of one request body; larger bodies answer 413 ``payload_too_large``.
 MAX_BODY_BYTES = 256 * 1024
@@ -53,6 +54,8 @@ class ApiContext:
         version: The relayflow version reported by ``/api/healthz``.
         hand_off: Drive nothing in this process: runs are handed to the drive function.
         inline_budget_ms: How long a request may drive (or wait for) its run.
+        checkpoint_capabilities: Verifies the capabilities of HTTP step hosts' checkpoint
+            calls (None: the checkpoint route refuses every call).
     """
 
     driver: Any
@@ -63,6 +66,7 @@ class ApiContext:
     version: str
     hand_off: bool = False
     inline_budget_ms: int = DEFAULT_INLINE_BUDGET_MS
+    checkpoint_capabilities: CapabilitySigner | None = None
 
     def budget_ms(self, lambda_context: Any) -> int:
         """This request's budget: the inline one, capped by the function's remaining time

@@ -20,6 +20,7 @@ from relayflow.api.drive_events import handle_drive_event
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.settings import ApiSettings
 from relayflow.config import Settings, current_settings, import_workflow_modules
+from relayflow.dispatch.capabilities import capability_signer
 from relayflow.drivers import WorkflowDriver
 from relayflow.observability import RunMetrics
 
@@ -78,6 +79,7 @@ def build_app_from_env(
         metrics=metrics,
         hand_off=True,
         inline_budget_ms=settings.inline_drive_budget_ms,
+        checkpoint_capabilities=capability_signer(settings),
     )
 
 

@@ -222,6 +222,13 @@ class DeliveryView(ResponseModel):
     waitpoint_id: str | None = None
 
 
+class CheckpointStoredView(ResponseModel):
+    """``POST /api/runs/{id}/checkpoints``: the entry is in its slot (now or from before)."""
+
+    run_id: str
+    seq: int
+
+
 class InjectionView(RunView):
     """The run after a delivery, and what became of the delivery."""
 

@@ -17,7 +17,13 @@ from constructs import Construct
 from relayflow.cdk.props import ApiAuthMode, CorsSettings
 from relayflow.cdk.suppressions import acknowledge
 
-__all__ = ["API_ROUTES", "DASHBOARD_ROUTES", "OPEN_ROUTES", "RelayflowHttpApi"]
+__all__ = [
+    "API_ROUTES",
+    "CAPABILITY_ROUTES",
+    "DASHBOARD_ROUTES",
+    "OPEN_ROUTES",
+    "RelayflowHttpApi",
+]
 
 API_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/{proxy+}"),
@@ -30,6 +36,11 @@ OPEN_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/openapi.json"),
 )
 """Routes open to anyone: the health check and the API description."""
+
+CAPABILITY_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
+    (apigwv2.HttpMethod.POST, "/api/runs/{runId}/checkpoints"),
+)
+"""Routes called by step hosts with a signed capability instead of the API's credentials."""
 
 DASHBOARD_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/"),
@@ -131,6 +142,11 @@ class RelayflowHttpApi(Construct):
             (
                 OPEN_ROUTES,
                 "Public on purpose: the health check and the OpenAPI description read no run data.",
+            ),
+            (
+                CAPABILITY_ROUTES,
+                "Authorised by the api function: a step host's checkpoint call carries the "
+                "capability its signed step request gave it, checked before anything is written.",
             ),
             (
                 DASHBOARD_ROUTES,

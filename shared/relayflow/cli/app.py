@@ -220,6 +220,11 @@ def _add_dev_options(parser: argparse.ArgumentParser) -> None:
         default="relayflow",
         help="relayflow (timestamped) or voyant (the reference's TypeScript hosts); %(default)s",
     )
+    remote.add_argument(
+        "--http-checkpoints",
+        action="store_true",
+        help="let that host checkpoint each step through this stack's API (needs a secret)",
+    )
 
 
 def main(

@@ -12,12 +12,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 from relayflow.adapters.memory.clock import wall_s
+from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.dispatch.signing import RequestSigner, SigningMode
-from relayflow.errors import DispatchError
+from relayflow.errors import DispatchError, ValidationError
 
 PROTOCOL_HEADER = "x-relayflow-protocol"
 #: The longest wait for a deadline (a drive never lasts longer than a Lambda's 15 minutes).
@@ -114,6 +117,12 @@ class HttpDispatcher:
         session: A ``requests.Session`` to reuse (one is created on first use otherwise).
         retry: Retry behaviour for transient failures.
         clock: Unix time in seconds for signature timestamps.
+        checkpoint_url: The orchestrator API's base URL as the host reaches it: a request
+            offering the checkpoint channel then also carries the run's checkpoint route and
+            a capability for it, so the host makes each step durable through the
+            orchestrator (needs ``secret``). Such a request is retried here only when it
+            cannot have reached the host; any other failure is left to the engine, which
+            first reads what the host made durable.
     """
 
     def __init__(
@@ -127,10 +136,15 @@ class HttpDispatcher:
         session: requests.Session | None = None,
         retry: TransportRetry | None = None,
         clock: Callable[[], float] = wall_s,
+        checkpoint_url: str | None = None,
     ) -> None:
         self.url = url
         self.mode = mode
         self._signer = RequestSigner(secret, mode=mode, clock=clock) if secret else None
+        if checkpoint_url and not secret:
+            raise ValidationError("per-step checkpoints of HTTP hosts need the signing secret")
+        self._checkpoint_url = checkpoint_url.rstrip("/") if checkpoint_url else None
+        self._capabilities = CapabilitySigner(secret, clock=clock) if secret else None
         self._connect_timeout = connect_timeout
         self._read_grace = read_timeout
         self._clock = clock
@@ -158,6 +172,7 @@ class HttpDispatcher:
                 unreachable, timed out, or answered 429/5xx; ``transient=False`` when the
                 request cannot be sent at all (bad URL).
         """
+        request, checkpointing = self._offer_checkpoints(request)
         body = encode_request(request)
         timeout = (self._connect_timeout, self.read_timeout_s(request))
         attempts = self._retry.retries + 1
@@ -194,6 +209,8 @@ class HttpDispatcher:
                     transient=True,
                     code="tenant_unreachable",
                 )
+                if checkpointing and not _never_sent(exc):
+                    raise last from exc
             except requests.RequestException as exc:
                 raise DispatchError(
                     f"cannot send a step request to {self.url}: {exc}",
@@ -204,18 +221,39 @@ class HttpDispatcher:
                 status = response.status_code
                 if not is_transient_status(status):
                     return interpret_answer(status, response.content)
-                hinted = _retry_after_s(response.headers.get("retry-after"))
+                hinted = retry_after_s(response.headers.get("retry-after"))
                 last = DispatchError(
                     f"step host {self.url} answered {describe_answer(status, response.content)}",
                     transient=True,
                     status=status,
                     code="tenant_error",
                 )
+                if checkpointing:
+                    raise last
             if attempt + 1 < attempts:
                 self._retry.sleep(self._retry.delay(attempt, hinted))
         last.message = f"{last.message} (after {attempts} attempts)"
         last.args = (last.message,)
         raise last
+
+    def _offer_checkpoints(self, request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The request with the checkpoint route and capability added to its channel, and
+        whether it has them (only with ``checkpoint_url`` and a channel the engine offered)."""
+        channel = request.get("checkpoint")
+        if self._checkpoint_url is None or self._capabilities is None:
+            return request, False
+        if not isinstance(channel, dict) or not isinstance(channel.get("seq"), int):
+            return request, False
+        run_id = str(request.get("runId", ""))
+        deadline = request.get("deadline")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            deadline = int((self._clock() + MAX_WAIT_S) * 1000)
+        offered = {
+            **channel,
+            "url": f"{self._checkpoint_url}/api/runs/{quote(run_id, safe='')}/checkpoints",
+            "capability": self._capabilities.issue(run_id, channel["seq"], int(deadline)),
+        }
+        return {**request, "checkpoint": offered}, True
 
     def read_timeout_s(self, request: dict[str, Any]) -> float:
         """Seconds to wait for the answer to ``request``: to its deadline, plus the grace."""
@@ -226,7 +264,16 @@ class HttpDispatcher:
         return left + self._read_grace
 
 
-def _retry_after_s(value: str | None) -> float | None:
+def _never_sent(exc: requests.ConnectionError) -> bool:
+    """True when the connection was never made, so the host cannot have got the request."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    cause = exc.args[0] if exc.args else None
+    return isinstance(getattr(cause, "reason", cause), NewConnectionError)
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds of a ``Retry-After`` header given in seconds (None when absent or a date)."""
     if value is None:
         return None
     try:

@@ -113,6 +113,8 @@ def state_line(stack: Any, options: Any) -> str:
         lines.append(f"  state        {what} (--fresh starts empty)")
     if options.dispatch_url:
         lines.append(f"  step host    {options.dispatch_url} (signing: {options.signing_mode})")
+        if options.http_checkpoints:
+            lines.append("  checkpoints  per step, through this stack's API")
     return "\n".join(lines)
 
 
@@ -137,6 +139,9 @@ def run_dev(
     from relayflow.local.stack import DevOptions, DevStack, console_writer
     from relayflow.local.state import StateError
 
+    if args.http_checkpoints and not (args.dispatch_url and args.signing_secret):
+        err.write("relayflow dev: --http-checkpoints needs --dispatch-url and --signing-secret\n")
+        return EXIT_USAGE
     options = DevOptions(
         app=resolve_app(args.app),
         port=args.port,
@@ -148,6 +153,7 @@ def run_dev(
         dispatch_url=args.dispatch_url,
         signing_secret=args.signing_secret,
         signing_mode=args.signing_mode,
+        http_checkpoints=args.http_checkpoints,
     )
     stack = DevStack(options, console_writer(out))
     stopped = threading.Event()

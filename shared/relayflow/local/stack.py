@@ -29,6 +29,7 @@ from relayflow.adapters.memory.clock import wall_ms
 from relayflow.cli.app_loader import build_app_manifest, load_app
 from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
+from relayflow.errors import ValidationError
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
@@ -82,6 +83,8 @@ class DevOptions:
     dispatch_url: str | None = None
     signing_secret: str | None = None
     signing_mode: SigningMode = "relayflow"
+    #: That step host checkpoints each step through this stack's API (needs the secret).
+    http_checkpoints: bool = False
 
 
 @dataclass
@@ -293,6 +296,7 @@ class DevStack:
             make_lambda_handler,
             make_sweeper_handler,
         )
+        from relayflow.dispatch.capabilities import capability_signer
         from relayflow.worker.hosts import make_lambda_handler as make_worker_handler
 
         auth = StaticTokenAuth([self.token])
@@ -309,6 +313,7 @@ class DevStack:
                 # local Lambda client's threads) does, within its budget.
                 hand_off=True,
                 inline_budget_ms=self.settings.inline_drive_budget_ms,
+                checkpoint_capabilities=capability_signer(self.settings),
             )
         )
         self._drive_handler = make_drive_handler(
@@ -395,11 +400,16 @@ class DevStack:
 def _settings_of(options: DevOptions) -> Settings:
     if options.dispatch_url is None:
         return replace(LOCAL_SETTINGS, signing_secret=secrets.token_hex(32))
+    if options.http_checkpoints and not options.signing_secret:
+        raise ValidationError("--http-checkpoints needs --signing-secret")
     return replace(
         LOCAL_SETTINGS,
         dispatcher=DispatchTarget("http", options.dispatch_url),
         signing_secret=options.signing_secret,
         signing_mode=options.signing_mode,
+        http_checkpoint_url=f"http://{options.host}:{options.port}"
+        if options.http_checkpoints
+        else None,
     )
 
 

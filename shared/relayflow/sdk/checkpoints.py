@@ -3,7 +3,8 @@
 The orchestrator hands the host the next free slot of the run's log (``request.checkpoint``).
 The host writes its entries there one after the other; a slot found taken means another
 driver fenced this host off (it stops and answers nothing more) or the run was cancelled
-(the body stops as at a cancel and compensates when asked).
+(the body stops as at a cancel and compensates when asked). A log that cannot be written
+(a remote one whose orchestrator is unreachable) ends the invocation with what it has.
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from relayflow.errors import CancelledSignal, CheckpointFencedSignal, CheckpointSlotTakenError
-from relayflow.ports import CheckpointLog
+from relayflow.errors import (
+    CancelledSignal,
+    CheckpointFencedSignal,
+    CheckpointSlotTakenError,
+    CheckpointUnavailableError,
+)
+from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
     CancelDirective,
     CheckpointEntry,
@@ -32,7 +38,7 @@ class Checkpointer:
         first_seq: The slot the orchestrator offered (the next free one).
     """
 
-    def __init__(self, log: CheckpointLog, run_id: str, first_seq: int) -> None:
+    def __init__(self, log: CheckpointWriter, run_id: str, first_seq: int) -> None:
         self._log = log
         self._run_id = run_id
         self._next = first_seq
@@ -74,5 +80,12 @@ class Checkpointer:
                     f"checkpoint slot {self._next} of run {self._run_id} is taken: "
                     "another driver holds the run"
                 ) from None
+            except CheckpointUnavailableError:
+                # The entry may have landed: the answer claims its slot (``last_seq``), so
+                # the next invocation is offered the one after it, never a slot this entry
+                # might hold. The answer itself carries the step.
+                self.closed = True
+                self.last_seq = self._next
+                raise
             self.last_seq = self._next
             self._next += 1

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
-from relayflow.ports import CheckpointLog
+from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
     HOST_CAPABILITIES,
     CancelledResponse,
@@ -49,7 +49,7 @@ def execute(
     now_ms: Callable[[], int],
     services: Mapping[str, object] | None = None,
     options: ExecutorOptions | None = None,
-    checkpoints: CheckpointLog | None = None,
+    checkpoints: CheckpointWriter | None = None,
 ) -> StepResponse:
     """Replay ``workflow`` once against ``request.journal``.
 

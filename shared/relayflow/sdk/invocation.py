@@ -7,7 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from relayflow.errors import CancelledSignal, NonDeterminismError, SuspendSignal
+from relayflow.errors import (
+    CancelledSignal,
+    CheckpointUnavailableError,
+    NonDeterminismError,
+    SuspendSignal,
+)
 from relayflow.protocol import (
     MetadataUpdate,
     StepJournalEntry,
@@ -132,6 +137,9 @@ class Invocation:
             assert self.checkpointer is not None
             self.request.cancel = self.checkpointer.cancel
             raise
+        except CheckpointUnavailableError:
+            # What was journalled stays in the answer; the orchestrator invokes the run again.
+            self.request_yield("checkpoint_unavailable")
 
     def touch_prefix(self, prefix: str) -> None:
         """Count every journal key under ``prefix`` as reached (a checkpointed scope)."""

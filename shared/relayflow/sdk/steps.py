@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relayflow.errors import StepInterruptedError
+from relayflow.errors import StepInterruptedError, SuspendSignal
 from relayflow.protocol import (
     MetadataUpdate,
     StepAttempt,
@@ -110,7 +110,13 @@ def run_step(
                     logged=True if inv.per_step else None,
                 )
             )
-            inv.record(key, entry)
+            try:
+                inv.record(key, entry)
+            except SuspendSignal:
+                # The checkpoint could not be written: the mark is durable only with the
+                # answer, whose next invocation runs the attempt.
+                entry.attempts[-1].logged = None
+                raise
             if not inv.per_step:
                 # Without a checkpoint log the mark is durable once this invocation answers.
                 inv.request_yield("at_most_once")

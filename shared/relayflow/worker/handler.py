@@ -13,14 +13,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
+import requests
 
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import CheckpointFencedSignal
-from relayflow.ports import CheckpointLog
+from relayflow.ports import CheckpointWriter
 from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import find_workflow
+from relayflow.worker.checkpoint_client import channel_log
 
 _log = logging.getLogger("relayflow.worker")
 
@@ -76,7 +78,8 @@ def handle_step_request(
     services: Mapping[str, object] | None = None,
     now_ms: Callable[[], int] | None = None,
     options: ExecutorOptions | None = None,
-    checkpoints: CheckpointLog | None = None,
+    checkpoints: CheckpointWriter | None = None,
+    checkpoint_session: requests.Session | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run one invocation of a workflow body for the orchestrator.
 
@@ -86,7 +89,10 @@ def handle_step_request(
         now_ms: The host's clock in epoch ms (a virtual clock in tests).
         options: Executor tuning (in-process retry threshold, checkpoint interval...).
         checkpoints: The runs' checkpoint log: with it, requests that offer the checkpoint
-            channel make each step durable before the body goes on.
+            channel make each step durable before the body goes on. Without it, a channel
+            naming the orchestrator's checkpoint route (an HTTP dispatcher's opt-in) is
+            written through that route.
+        checkpoint_session: The ``requests.Session`` of those checkpoint calls.
 
     Returns:
         ``(HTTP status, body)``: 200 with a StepResponse in wire form, otherwise
@@ -119,12 +125,15 @@ def handle_step_request(
         return _refuse(
             404, "workflow_not_found", f"workflow {request.workflow_id!r} is not registered"
         )
+    clock = now_ms or _wall_clock_ms
+    if checkpoints is None:
+        checkpoints = channel_log(request, session=checkpoint_session, now_ms=clock)
     try:
         response = execute(
             workflow,
             request,
             services=services,
-            now_ms=now_ms or _wall_clock_ms,
+            now_ms=clock,
             options=options,
             checkpoints=checkpoints,
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
 from relayflow.payloads import PayloadCodec
-from relayflow.ports import CheckpointLog, PayloadStore
+from relayflow.ports import CheckpointWriter, PayloadStore
 from relayflow.protocol import strict_json_loads
 
 StepHandler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -34,7 +34,7 @@ def _default_handler(raw: dict[str, Any]) -> Answer:
     return answer
 
 
-def checkpointing_handler(checkpoints: CheckpointLog) -> StepHandler:
+def checkpointing_handler(checkpoints: CheckpointWriter) -> StepHandler:
     """The default step handler writing per-step checkpoints into ``checkpoints``."""
     from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
 

@@ -69,6 +69,7 @@ def build_dispatcher(
             connect_timeout=settings.connect_timeout_s,
             read_timeout=settings.read_timeout_s,
             retry=retry,
+            checkpoint_url=settings.http_checkpoint_url,
         )
     options = {"checkpoints": checkpoints} if checkpoints is not None else None
     return InlineDispatcher(services=services, clock=clock, handler_options=options)

@@ -1,0 +1,94 @@
+"""``POST /api/runs/{runId}/checkpoints``: an HTTP step host makes one step durable.
+
+The caller is a step host running an invocation, not an API client: it proves itself with
+the checkpoint capability its step request carried (``x-relayflow-checkpoint-capability``),
+never with a bearer token. The entry goes through the same checkpoint log the engine reads,
+so it counts exactly as one written by an inline or Lambda-worker host.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from relayflow.api.context import ApiContext
+from relayflow.api.errors import ApiError
+from relayflow.api.models import CheckpointStoredView
+from relayflow.api.responses import BODY_ERRORS, declare
+from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilityForbiddenError
+from relayflow.dispatch.signing import SignatureError
+from relayflow.errors import CheckpointSlotTakenError
+from relayflow.ports import CheckpointLog
+from relayflow.protocol import CheckpointEntry
+
+RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
+#: What a host writes; fences and cancels are the orchestrator's own entries.
+HOST_KINDS = ("step", "metadata", "chunk")
+
+
+def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
+    """The checkpoint route over ``ctx``'s driver and capability signer."""
+    router = APIGatewayHttpRouter()  # type: ignore[no-untyped-call]
+
+    @router.post(
+        "/api/runs/<run_id>/checkpoints",
+        summary="Write one checkpoint of a running invocation (HTTP step hosts)",
+        description=(
+            "Called by an HTTP step host whose step request offered per-step checkpoints, "
+            f"with that request's capability in the {CAPABILITY_HEADER} header (no bearer "
+            "token). Repeating an entry already stored answers 200; a slot holding another "
+            "entry answers 409 checkpoint_slot_taken with its kind in details."
+        ),
+        tags=["runs"],
+        operation_id="writeCheckpoint",
+        security=[{"checkpointCapability": []}],
+        responses=declare(200, CheckpointStoredView, "the entry is stored", *BODY_ERRORS, 404, 409),
+    )
+    def write_checkpoint(
+        run_id: RunId, body: Annotated[CheckpointEntry, Body()]
+    ) -> CheckpointStoredView:
+        run_id = unquote(run_id)
+        if ctx.checkpoint_capabilities is None:
+            raise ApiError(401, "unauthorized", "this deployment issues no checkpoint capabilities")
+        try:
+            capability = ctx.checkpoint_capabilities.verify(
+                router.current_event.headers.get(CAPABILITY_HEADER)
+            )
+            capability.check(run_id, body.seq)
+        except SignatureError as exc:
+            raise ApiError(401, "unauthorized", exc.message) from None
+        except CapabilityForbiddenError as exc:
+            raise ApiError(403, exc.code, exc.message) from None
+        if body.kind not in HOST_KINDS:
+            raise ApiError(
+                403, "checkpoint_forbidden", f"a step host writes {', '.join(HOST_KINDS)} entries"
+            )
+        log: CheckpointLog | None = getattr(
+            getattr(ctx.driver, "engine", None), "checkpoints", None
+        )
+        if log is None:
+            raise ApiError(404, "not_found", "this orchestrator keeps no checkpoint log")
+        try:
+            log.append(run_id, body)
+        except CheckpointSlotTakenError as exc:
+            taken = exc.taken if isinstance(exc.taken, CheckpointEntry) else None
+            if taken is None or taken.to_wire() != body.to_wire():
+                raise ApiError(
+                    409,
+                    "checkpoint_slot_taken",
+                    f"checkpoint slot {body.seq} of run {run_id} holds another entry",
+                    details=_kind_of(taken),
+                ) from None
+        return CheckpointStoredView(run_id=run_id, seq=body.seq)
+
+    return router
+
+
+def _kind_of(taken: CheckpointEntry | None) -> dict[str, object] | None:
+    """What the host needs of the entry in its way: a cancel stops it as a cancel."""
+    if taken is None:
+        return None
+    return {"kind": taken.kind, "reason": taken.reason, "compensate": taken.compensate}

@@ -225,3 +225,86 @@ def test_each_retry_is_signed_afresh() -> None:
     d.dispatch(REQUEST)
     stamps = [r.headers[RELAYFLOW_SIGNATURE_HEADER].split(",")[0] for r in adapter.sent]
     assert stamps == ["t=1700000000", "t=1700000400"]
+
+
+# ---- per-step checkpoints through the orchestrator (opt-in) ---------------------------------
+
+CHANNEL_REQUEST: dict[str, Any] = {
+    "protocolVersion": 1,
+    "runId": "orders/r 1",
+    "deadline": 1_700_000_060_000,
+    "checkpoint": {"seq": 4},
+}
+API = "https://api.test/"
+
+
+def _clock() -> float:
+    return 1_700_000_000.0
+
+
+def test_the_opt_in_adds_the_route_and_a_capability_bound_to_run_slot_and_deadline() -> None:
+    from relayflow.dispatch.capabilities import CapabilitySigner
+
+    d, adapter, _ = dispatcher(
+        [(200, {"status": "completed"})], secret="s", clock=_clock, checkpoint_url=API
+    )
+    d.dispatch(CHANNEL_REQUEST)
+    sent = json.loads(adapter.sent[0].body)  # type: ignore[arg-type]
+    channel = sent["checkpoint"]
+    assert channel["url"] == "https://api.test/api/runs/orders%2Fr%201/checkpoints"
+    capability = CapabilitySigner("s", clock=_clock).verify(channel["capability"])
+    assert (capability.run_id, capability.first_seq, capability.expires_at) == (
+        "orders/r 1",
+        4,
+        1_700_000_060_000,
+    )
+    assert {k: v for k, v in sent.items() if k != "checkpoint"} == {
+        k: v for k, v in CHANNEL_REQUEST.items() if k != "checkpoint"
+    }
+
+
+def test_without_the_opt_in_or_a_channel_the_request_is_sent_unchanged() -> None:
+    plain, adapter, _ = dispatcher([(200, {})], secret="s", clock=_clock)
+    plain.dispatch(CHANNEL_REQUEST)
+    assert json.loads(adapter.sent[0].body) == CHANNEL_REQUEST  # type: ignore[arg-type]
+    opted, adapter, _ = dispatcher([(200, {})], secret="s", clock=_clock, checkpoint_url=API)
+    no_channel = {k: v for k, v in CHANNEL_REQUEST.items() if k != "checkpoint"}
+    opted.dispatch(no_channel)
+    assert json.loads(adapter.sent[0].body) == no_channel  # type: ignore[arg-type]
+
+
+def test_the_opt_in_needs_the_signing_secret() -> None:
+    from relayflow.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="signing secret"):
+        HttpDispatcher(URL, checkpoint_url=API)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        requests.ConnectionError("Connection aborted."),
+        (503, {"error": "busy"}),
+        (500, {"error": "executor_error", "message": "boom"}),
+    ],
+)
+def test_with_the_opt_in_a_request_that_may_have_run_is_not_resent(failure: Any) -> None:
+    # The host may have made steps durable: the engine reads them before invoking again.
+    d, adapter, sleeps = dispatcher([failure, (200, {})], secret="s", checkpoint_url=API)
+    with pytest.raises(DispatchError) as raised:
+        d.dispatch(CHANNEL_REQUEST)
+    assert raised.value.transient
+    assert (len(adapter.sent), sleeps.delays) == (1, [])
+
+
+def test_with_the_opt_in_a_connection_never_made_is_retried() -> None:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    refused = requests.ConnectionError(
+        MaxRetryError(None, URL, NewConnectionError(None, "refused"))  # type: ignore[arg-type]
+    )
+    d, adapter, _ = dispatcher(
+        [refused, requests.ConnectTimeout("slow"), (200, {})], secret="s", checkpoint_url=API
+    )
+    assert d.dispatch(CHANNEL_REQUEST) == (200, {})
+    assert len(adapter.sent) == 3

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.fig_requests import PER_STEP, RequestsResult, RunCost
+from bench.fig_requests import BATCHED, PER_STEP, RequestsResult, RunCost
 from bench.table import Row, verdict
 
 NAME = "cost"
@@ -27,6 +27,8 @@ S3_PUT = 0.005 / 1000
 S3_GET = 0.0004 / 1000
 STEP_FUNCTIONS_TRANSITION = 25.0 / 1e6
 DURABLE_OPERATION = 8.0 / 1e6
+#: API Gateway HTTP API, per request (the first 300 million a month).
+API_GATEWAY_REQUEST = 1.00 / 1e6
 
 #: Memory of the api/drive functions (the CDK construct's default), in GB.
 LAMBDA_MEMORY_GB = 1.0
@@ -50,7 +52,7 @@ PRICES = (
     f"{SECONDS_PER_AWS_REQUEST * 1000:.0f} ms per AWS request + "
     f"{SECONDS_PER_INVOCATION * 1000:.0f} ms per invocation; Scheduler $1/M invocations "
     "(API calls free); S3 $0.005/1000 PUT, $0.0004/1000 GET; Step Functions Standard $25/M "
-    "transitions; Lambda durable functions $8/M operations"
+    "transitions; Lambda durable functions $8/M operations; API Gateway HTTP API $1/M requests"
 )
 
 
@@ -105,6 +107,45 @@ def cost_of(run: RunCost, host: str = "inline") -> Cost:
     )
 
 
+def _api_invocation() -> float:
+    """One invocation of the api function, with its own work (not its AWS requests)."""
+    return LAMBDA_REQUEST + LAMBDA_MEMORY_GB * SECONDS_PER_INVOCATION * LAMBDA_GB_SECOND_ARM64
+
+
+def checkpoint_call() -> dict[str, float]:
+    """Dollars per checkpoint an HTTP host writes through the orchestrator's route (opt-in):
+    the API request and the api function's invocation, with its PutItem (one write unit of
+    an entry under 1 KB) billed as every AWS request is."""
+    return {
+        "API Gateway": API_GATEWAY_REQUEST,
+        "Lambda": _api_invocation()
+        + LAMBDA_MEMORY_GB * SECONDS_PER_AWS_REQUEST * LAMBDA_GB_SECOND_ARM64,
+        "DynamoDB writes": DYNAMODB_WRITE_UNIT,
+    }
+
+
+def http_cost_of(run: RunCost, *, checkpoint_route: bool) -> Cost:
+    """Per million steps with an HTTP step host (the host's own servers are not priced).
+
+    The orchestrator's side is the inline host's run less nothing: its checkpoint PutItems
+    are made by the api function instead of the drive function, billed the same, and with
+    ``checkpoint_route`` each of the run's checkpoints (one per step here: no retries, no
+    metadata) adds an API request and an api function invocation. Without the opt-in the
+    host is durable per invocation: the run is priced as the batched one it behaves as.
+    """
+    base = cost_of(run, "inline")
+    parts = dict(base.breakdown)
+    label = f"{run.label}, HTTP host without the checkpoint route (durable per invocation)"
+    if checkpoint_route:
+        label = f"{run.label}, HTTP host with the checkpoint route (opt-in)"
+        extra = checkpoint_call()
+        # The PutItem itself is in the run's counts already: only the call around it is new.
+        parts["API Gateway"] = extra["API Gateway"] * 1e6
+        parts["Lambda"] += _api_invocation() * 1e6
+    relayflow = sum(parts.values())
+    return Cost(label, relayflow, base.step_functions, base.durable, parts)
+
+
 def workloads_of(result: RequestsResult) -> list[RunCost]:
     """The runs priced: the longest sequential run up to 1,000 steps and the sleepy one,
     in each mode."""
@@ -124,22 +165,45 @@ def _target(label: str, ratio: float, target: float) -> Row:
     )
 
 
+def _price_row(cost: Cost) -> Row:
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in cost.breakdown.items() if v >= 0.005)
+    return Row(
+        FIGURE,
+        f"$ per 1M steps, {cost.label}",
+        f"relayflow {cost.relayflow:.2f} ({parts}); Step Functions "
+        f"{cost.step_functions:.2f} ({cost.vs_step_functions:.1f}x); durable "
+        f"functions {cost.durable:.2f} ({cost.vs_durable:.1f}x)",
+    )
+
+
+def http_rows(result: RequestsResult) -> list[Row]:
+    """HTTP step hosts with and without the checkpoint route, on the priced sequential run."""
+    call = checkpoint_call()
+    out = [
+        Row(
+            FIGURE,
+            "$ per 1M checkpoints through the route (HTTP host opt-in)",
+            f"{sum(call.values()) * 1e6:.2f} ("
+            + ", ".join(f"{k} {v * 1e6:.2f}" for k, v in call.items())
+            + ")",
+        )
+    ]
+    for mode, route in ((PER_STEP, True), (BATCHED, False)):
+        runs = result.sequential.get(mode, [])
+        done = [r for r in runs if r.status == "completed" and r.steps <= PRICED_STEPS]
+        if done:
+            run = max(done, key=lambda r: r.steps)
+            out.append(_price_row(http_cost_of(run, checkpoint_route=route)))
+    return out
+
+
 def rows(result: RequestsResult) -> list[Row]:
     """The figure's table rows."""
     out = [Row(FIGURE, "prices and assumptions", PRICES)]
     for run in workloads_of(result):
         for host in HOSTS:
             cost = cost_of(run, host)
-            parts = ", ".join(f"{k} {v:.2f}" for k, v in cost.breakdown.items() if v >= 0.005)
-            out.append(
-                Row(
-                    FIGURE,
-                    f"$ per 1M steps, {cost.label}",
-                    f"relayflow {cost.relayflow:.2f} ({parts}); Step Functions "
-                    f"{cost.step_functions:.2f} ({cost.vs_step_functions:.1f}x); durable "
-                    f"functions {cost.durable:.2f} ({cost.vs_durable:.1f}x)",
-                )
-            )
+            out.append(_price_row(cost))
             if run.mode != PER_STEP:
                 continue
             if run.sleeps == 0 and run.steps == PRICED_STEPS:
@@ -163,4 +227,4 @@ def rows(result: RequestsResult) -> list[Row]:
                         TARGET_SLEEPY_VS_DURABLE,
                     )
                 )
-    return out
+    return out + http_rows(result)

@@ -78,6 +78,20 @@ def test_the_cost_figure_prices_every_workload(requests: fig_requests.RequestsRe
     sleepy = fig_cost.cost_of(requests.sleepy[fig_requests.PER_STEP])
     assert sleepy.step_functions == pytest.approx(25.0 * (3 + 2) / 3)
     assert sleepy.relayflow > 0
+    # An HTTP host's checkpoint call adds an API request and an api function invocation to
+    # each step; without the route the host is priced as the batched run it behaves as.
+    per_step = requests.sequential_of(fig_requests.PER_STEP, 8)
+    batched = requests.sequential_of(fig_requests.BATCHED, 8)
+    assert per_step is not None and batched is not None
+    call = 1.00 + 0.20 + 0.005 * 13.3334
+    routed = fig_cost.http_cost_of(per_step, checkpoint_route=True)
+    assert routed.relayflow == pytest.approx(fig_cost.cost_of(per_step).relayflow + call)
+    assert fig_cost.http_cost_of(batched, checkpoint_route=False).relayflow == pytest.approx(
+        fig_cost.cost_of(batched).relayflow
+    )
+    assert sum(fig_cost.checkpoint_call().values()) * 1e6 == pytest.approx(
+        1.00 + 0.20 + 0.015 * 13.3334 + 0.625
+    )
 
 
 def test_the_overhead_figure_times_each_backend() -> None:

@@ -83,6 +83,7 @@ def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
             payload_expiration_days=400,
             alarm_email="ops@example.com",
             bundle=LambdaBundle(workflow_paths=(ROOT / "examples",)),
+            http_checkpoints=True,
         ),
     )
     return stack

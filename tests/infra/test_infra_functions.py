@@ -119,6 +119,20 @@ def test_step_hosts_become_the_dispatch_map(variant_template: Template, variant_
     assert "resolve:secretsmanager" in json.dumps(env[config.ENV_SIGNING_SECRET])
 
 
+def test_http_checkpoints_name_the_api_for_the_dispatchers_and_the_route(
+    sample_template: Template, variant_template: Template, variant_stack: Any
+) -> None:
+    assert config.ENV_HTTP_CHECKPOINT_URL not in _env(
+        functions_by_handler(sample_template)["drive"]
+    )
+    functions = functions_by_handler(variant_template)
+    for name in ("api", "drive", "sweeper"):
+        url = json.dumps(
+            variant_stack.resolve(_env(functions[name])[config.ENV_HTTP_CHECKPOINT_URL])
+        )
+        assert "execute-api" in url, name
+
+
 def test_api_function_carries_the_auth_settings(
     sample_template: Template, variant_template: Template
 ) -> None:

@@ -78,6 +78,10 @@ class RelayflowOrchestrator(Construct):
                 f"or hyphens, got {props.environment_name!r}"
             )
         _check_step_hosts(props.step_hosts)
+        if props.http_checkpoints and not any(
+            isinstance(h, HttpStepHost) for h in props.step_hosts
+        ):
+            raise StepHostError("http_checkpoints needs an HttpStepHost")
         if props.code is None:
             _check_bundled_modules(props.step_hosts, props.bundle)
         stack = Stack.of(self)
@@ -218,6 +222,8 @@ class RelayflowOrchestrator(Construct):
             env[config.ENV_DISPATCH_MAP] = Stack.of(self).to_json_string(mapping)
         if modules:
             env[config.ENV_WORKFLOW_MODULES] = ",".join(modules)
+        if self.props.http_checkpoints:
+            env[config.ENV_HTTP_CHECKPOINT_URL] = self.http_api.url
         return env
 
     def _dispatch_value(self, host: StepHost) -> str:

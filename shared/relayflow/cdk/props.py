@@ -144,6 +144,9 @@ class RelayflowOrchestratorProps:
         bundle: How Lambda code is bundled (project root, cache folder); the architecture
             is taken from `architecture`.
         code: Ready-made Lambda code to use instead of bundling (for example a prebuilt zip).
+        http_checkpoints: HTTP step hosts make each step durable through the API's
+            checkpoint route (`RELAYFLOW_HTTP_CHECKPOINT_URL` is the API's URL); needs an
+            `HttpStepHost`. Off: HTTP hosts are durable per invocation.
     """
 
     environment_name: str = "dev"
@@ -165,3 +168,4 @@ class RelayflowOrchestratorProps:
     inline_drive_budget: Duration = field(default_factory=lambda: Duration.seconds(10))
     bundle: LambdaBundle = field(default_factory=LambdaBundle)
     code: lambda_.Code | None = None
+    http_checkpoints: bool = False

@@ -10,12 +10,15 @@ import pytest
 
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog, log_sk
 from relayflow.adapters.aws.clients import AwsClients
+from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.errors import CheckpointSlotTakenError
 from relayflow.ports import RunQuery
 from relayflow.protocol import CheckpointEntry, StepJournalEntry
 from relayflow.sdk.registry import workflow
+from relayflow.worker.checkpoint_client import HttpCheckpointLog
 from tests.aws.moto_driver import SETTINGS, moto_driver
 from tests.moto_support import moto_backend, use_fake_credentials
+from tests.unit.durability.http_host_support import API_URL, SECRET, HttpHostedEnv
 from tests.unit.durability.race_support import Takeover, check_race, race, run_race
 from tests.unit.durability.test_durability_crash import Steps, per_step
 
@@ -37,6 +40,45 @@ def test_a_crash_inside_step_26_reruns_only_step_26_on_aws(on_moto: None) -> Non
     assert [steps.calls[n] for n in range(1, 31)] == [1] * 25 + [2] + [1] * 4
     kinds = [entry.kind for entry in env.checkpoints.read(run.id, 0)]
     assert kinds == ["step"] * 25 + ["fence"] + ["step"] * 5
+
+
+def test_a_crash_inside_step_26_over_an_http_host_with_the_checkpoint_route_on_aws(
+    on_moto: None,
+) -> None:
+    steps = Steps(crash_at=26)
+    env = moto_driver(workflows=[per_step], services={"steps": steps})
+    hosted = HttpHostedEnv(env, checkpoints=True, services={"steps": steps})
+    run = env.trigger("dur.thirty")
+    assert run.status == "running"  # the host died; the engine retries after its backoff
+    env.run_until_idle()
+    finished = env.get_run(run.id)
+    assert (finished.status, finished.output) == ("completed", sum(n * n for n in range(1, 31)))
+    assert [steps.calls[n] for n in range(1, 31)] == [1] * 25 + [2] + [1] * 4
+    kinds = [entry.kind for entry in env.checkpoints.read(run.id, 0)]
+    assert kinds == ["step"] * 25 + ["fence"] + ["step"] * 5
+    assert hosted.api_adapter.stored == 30
+
+
+def test_the_checkpoint_route_tells_a_repeat_from_another_entry_on_aws(on_moto: None) -> None:
+    env = moto_driver(workflows=[per_step], services={"steps": Steps(crash_at=None)})
+    hosted = HttpHostedEnv(env, checkpoints=True, services={})
+    signer = CapabilitySigner(SECRET, clock=hosted.clock_s)
+    log = HttpCheckpointLog(
+        f"{API_URL}/api/runs/r1/checkpoints",
+        signer.issue("r1", 1, env.now() + 60_000),
+        deadline_ms=env.now() + 60_000,
+        session=hosted.api_session,
+        now_ms=env.clock.now_ms,
+    )
+    step = StepJournalEntry(status="ok", kind="step", attempt=1, output={"n": 1.5, "s": "é"})
+    entry = CheckpointEntry(seq=1, kind="step", key="s1", step=step)
+    log.append("r1", entry)
+    log.append("r1", entry)  # a repeat (its first answer lost): stored once, answered 200
+    other = entry.model_copy(update={"key": "s2"})
+    with pytest.raises(CheckpointSlotTakenError) as refused:
+        log.append("r1", other)
+    assert refused.value.taken == CheckpointEntry(seq=1, kind="step")
+    assert env.checkpoints.read("r1", 0) == [entry]
 
 
 def test_log_items_are_small_expire_and_refuse_a_taken_slot(on_moto: None) -> None:

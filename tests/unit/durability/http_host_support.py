@@ -179,7 +179,7 @@ class HttpHostedEnv:
             checkpoint_capabilities=CapabilitySigner(SECRET, clock=clock_s),
         )
         self.api_adapter = ApiAdapter(self.api, fault)
-        api_session = requests.Session()
+        self.api_session = api_session = requests.Session()
         api_session.mount(API_URL, self.api_adapter)
         options = ExecutorOptions(sleep=lambda _seconds: None)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import requests
-from http_host_support import API_URL, HttpHostedEnv
-from test_durability_crash import Steps, batched, per_step
 
 from relayflow.testing import WorkflowTestEnv
+from tests.unit.durability.http_host_support import API_URL, HttpHostedEnv
+from tests.unit.durability.test_durability_crash import Steps, batched, per_step
 
 
 def _hosted(steps: Steps, *, checkpoints: bool, **options: Any) -> HttpHostedEnv:

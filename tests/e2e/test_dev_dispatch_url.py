@@ -118,3 +118,72 @@ def test_a_wrong_secret_is_refused_by_the_host(remote_host: str, tmp_path: Path)
             dev.interrupt()
         finally:
             dev.kill()
+
+
+class _CheckpointCalls(requests.Session):
+    """The host's session for checkpoint calls, recording each answer's status."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        response = super().request(*args, **kwargs)
+        self.statuses.append(response.status_code)
+        return response
+
+
+def test_with_http_checkpoints_the_host_makes_each_step_durable_through_the_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relayflow.worker import handle_step_request
+    from relayflow.worker.hosts import make_step_host
+
+    (tmp_path / "remote_flows.py").write_text(textwrap.dedent(FLOWS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reset_registry()
+    __import__("remote_flows")
+    calls = _CheckpointCalls()
+
+    def handler(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        answer: tuple[int, dict[str, Any]] = handle_step_request(raw, checkpoint_session=calls)
+        return answer
+
+    port = free_port()
+    host = make_step_host(secret=SECRET, handler=handler)
+    server = make_server("127.0.0.1", port, make_wsgi_app(host), handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    dev = start_dev(
+        "--token", TOKEN, "--dispatch-url", f"http://127.0.0.1:{port}/steps",
+        "--signing-secret", SECRET, "--http-checkpoints",
+        app="remote_flows", cwd=tmp_path, state_dir=tmp_path / "state",
+    )  # fmt: skip
+    try:
+        assert "  checkpoints  per step, through this stack's API" in dev.output()
+        answer = requests.post(
+            f"{dev.url}/api/runs",
+            json={"workflowId": "remote.where", "input": {"n": 2}},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert answer.status_code == 201, answer.text
+        run_id = answer.json()["id"]
+        deadline = time.monotonic() + 30
+        run = answer.json()
+        while run["status"] != "completed":
+            assert run["status"] in ("running", "waiting"), run
+            assert time.monotonic() < deadline, run
+            time.sleep(0.1)
+            run = requests.get(f"{dev.url}/api/runs/{run_id}", headers=AUTH, timeout=10).json()
+        assert run["output"] == {"pid": os.getpid(), "echo": {"n": 2}}
+        # The one step was posted to the stack's checkpoint route and stored there.
+        assert calls.statuses == [200]
+    finally:
+        try:
+            dev.interrupt()
+        finally:
+            dev.kill()
+            server.shutdown()
+            server.server_close()
+            sys.modules.pop("remote_flows", None)
+            reset_registry()

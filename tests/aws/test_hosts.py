@@ -55,6 +55,19 @@ def test_host_runs_a_valid_signed_request() -> None:
     assert handler.seen == [REQUEST]
 
 
+def test_only_a_host_that_verifies_signatures_follows_a_checkpoint_route() -> None:
+    channel = {"seq": 3, "url": "https://api.test/api/runs/r1/checkpoints", "capability": "c"}
+    request = {**REQUEST, "checkpoint": channel}
+    body = body_of(request)
+    signed, unsigned = RecordingHandler(), RecordingHandler()
+    make_step_host(secret="k", handler=signed).handle(
+        "POST", RequestSigner("k").headers(body), body
+    )
+    make_step_host(handler=unsigned).handle("POST", {}, body)
+    assert signed.seen == [request]
+    assert unsigned.seen == [{**REQUEST, "checkpoint": {"seq": 3}}]
+
+
 @pytest.mark.parametrize(
     ("method", "headers", "body", "status", "code"),
     [

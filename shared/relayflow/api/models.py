@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from relayflow.protocol import ErrorEnvelope
+from relayflow.protocol import CheckpointEntry, ErrorEnvelope
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
@@ -384,8 +384,13 @@ class HealthView(ResponseModel):
 
 #: Where OpenAPI components live; bodies validated outside pydantic point there.
 COMPONENT_REF = "#/components/schemas/"
-#: Request bodies the events module validates; the OpenAPI document lists them as components.
-DOCUMENTED_BODIES: tuple[type[BaseModel], ...] = (IngestEventRequest, RegisterManifestRequest)
+#: Request bodies validated outside the resolver (by the events module, or after the checkpoint
+#: route's capability check); the OpenAPI document lists them as components.
+DOCUMENTED_BODIES: tuple[type[BaseModel], ...] = (
+    IngestEventRequest,
+    RegisterManifestRequest,
+    CheckpointEntry,
+)
 
 
 def documented_body(model: type[BaseModel]) -> dict[str, Any]:

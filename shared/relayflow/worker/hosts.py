@@ -92,6 +92,8 @@ class StepHost:
         """Run an already-authenticated, parsed step request."""
         if not isinstance(raw, dict):
             return _error(400, "invalid_request", "the step request must be a JSON object")
+        if self.signer is None:
+            raw = _without_checkpoint_route(raw)
         if self._payload_store is None:
             return self._handler(raw)
         # One codec per request: values resolved here are not uploaded again in the answer.
@@ -100,6 +102,16 @@ class StepHost:
         if status == 200:
             answer = codec.offload_step_response(answer)
         return status, answer
+
+
+def _without_checkpoint_route(raw: dict[str, Any]) -> dict[str, Any]:
+    """The request without the orchestrator's checkpoint route: a host that verifies no
+    signature cannot tell who sent the URL, so it posts its steps nowhere."""
+    channel = raw.get("checkpoint")
+    if not isinstance(channel, dict) or "url" not in channel:
+        return raw
+    kept = {k: v for k, v in channel.items() if k not in ("url", "capability")}
+    return {**raw, "checkpoint": kept}
 
 
 def make_step_host(

@@ -8,15 +8,17 @@ so it counts exactly as one written by an inline or Lambda-worker host.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import unquote
 
+import pydantic
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import WithJsonSchema
 
 from relayflow.api.context import ApiContext
-from relayflow.api.errors import ApiError
-from relayflow.api.models import CheckpointStoredView
+from relayflow.api.errors import ApiError, describe_validation_errors
+from relayflow.api.models import CheckpointStoredView, documented_body
 from relayflow.api.responses import BODY_ERRORS, declare
 from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilityForbiddenError
 from relayflow.dispatch.signing import SignatureError
@@ -27,6 +29,8 @@ from relayflow.protocol import CheckpointEntry
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
 #: What a host writes; fences and cancels are the orchestrator's own entries.
 HOST_KINDS = ("step", "metadata", "chunk")
+#: Validated after the capability, so a caller without one learns nothing from a 400.
+EntryBody = Annotated[Any, WithJsonSchema(documented_body(CheckpointEntry))]
 
 
 def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
@@ -47,9 +51,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         security=[{"checkpointCapability": []}],
         responses=declare(200, CheckpointStoredView, "the entry is stored", *BODY_ERRORS, 404, 409),
     )
-    def write_checkpoint(
-        run_id: RunId, body: Annotated[CheckpointEntry, Body()]
-    ) -> CheckpointStoredView:
+    def write_checkpoint(run_id: RunId, body: Annotated[EntryBody, Body()]) -> CheckpointStoredView:
         run_id = unquote(run_id)
         if ctx.checkpoint_capabilities is None:
             raise ApiError(401, "unauthorized", "this deployment issues no checkpoint capabilities")
@@ -57,12 +59,14 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             capability = ctx.checkpoint_capabilities.verify(
                 router.current_event.headers.get(CAPABILITY_HEADER)
             )
-            capability.check(run_id, body.seq)
         except SignatureError as exc:
             raise ApiError(401, "unauthorized", exc.message) from None
+        entry = _entry(body)
+        try:
+            capability.check(run_id, entry.seq)
         except CapabilityForbiddenError as exc:
             raise ApiError(403, exc.code, exc.message) from None
-        if body.kind not in HOST_KINDS:
+        if entry.kind not in HOST_KINDS:
             raise ApiError(
                 403, "checkpoint_forbidden", f"a step host writes {', '.join(HOST_KINDS)} entries"
             )
@@ -72,19 +76,29 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         if log is None:
             raise ApiError(404, "not_found", "this orchestrator keeps no checkpoint log")
         try:
-            log.append(run_id, body)
+            log.append(run_id, entry)
         except CheckpointSlotTakenError as exc:
             taken = exc.taken if isinstance(exc.taken, CheckpointEntry) else None
-            if taken is None or taken.to_wire() != body.to_wire():
+            if taken is None or taken.to_wire() != entry.to_wire():
                 raise ApiError(
                     409,
                     "checkpoint_slot_taken",
-                    f"checkpoint slot {body.seq} of run {run_id} holds another entry",
+                    f"checkpoint slot {entry.seq} of run {run_id} holds another entry",
                     details=_kind_of(taken),
                 ) from None
-        return CheckpointStoredView(run_id=run_id, seq=body.seq)
+        return CheckpointStoredView(run_id=run_id, seq=entry.seq)
 
     return router
+
+
+def _entry(body: Any) -> CheckpointEntry:
+    try:
+        return CheckpointEntry.model_validate(body)
+    except pydantic.ValidationError as exc:
+        errors = [{**err, "loc": ("body", *err["loc"])} for err in exc.errors()]
+        code, message, problems = describe_validation_errors(errors)
+        details = [p.to_wire() for p in problems] or None
+        raise ApiError(400, code, message, details=details) from None
 
 
 def _kind_of(taken: CheckpointEntry | None) -> dict[str, object] | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import requests
 
+from relayflow.sdk.registry import workflow
 from relayflow.testing import WorkflowTestEnv
 from tests.unit.durability.http_host_support import API_URL, HttpHostedEnv
 from tests.unit.durability.test_durability_crash import Steps, batched, per_step
@@ -93,3 +94,39 @@ def test_an_unreachable_route_ends_the_invocation_and_loses_no_step() -> None:
     assert record.invocation_count == 2
     assert hosted.host_adapter.requests[1]["checkpoint"]["seq"] == 11
     assert "s10" in hosted.host_adapter.requests[1]["journal"]["stepResults"]
+
+
+class Once:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def charge(self) -> str:
+        self.calls += 1
+        return "charged"
+
+
+@workflow(id="dur.http.once")
+def charge_once(data: Any, ctx: Any) -> str:
+    once: Once = ctx.services.resolve("once")
+    result: str = ctx.step("charge", once.charge, semantics="at_most_once")
+    return result
+
+
+def test_an_at_most_once_mark_that_could_not_be_posted_runs_its_attempt_next_time() -> None:
+    once = Once()
+    failures = {"left": 3}
+
+    def fault(request: requests.PreparedRequest) -> int | None:
+        # The "started" mark (slot 1) meets a route answering 503 until the host gives up.
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            return 503
+        return None
+
+    env = WorkflowTestEnv(workflows=[charge_once], services={"once": once})
+    hosted = HttpHostedEnv(env, checkpoints=True, services={"once": once}, fault=fault)
+    run = env.trigger("dur.http.once")
+    env.run_until_idle()
+    finished = env.get_run(run.id)
+    assert (finished.status, finished.output, once.calls) == ("completed", "charged", 1)
+    assert [r["checkpoint"]["seq"] for r in hosted.host_adapter.requests] == [1, 2]

@@ -39,7 +39,7 @@ def _post(api: Api, capability: str | None, body: Any, path: str = PATH) -> Any:
 
 
 def _capability(signer: CapabilitySigner, env: WorkflowTestEnv, run: str = RUN) -> str:
-    return signer.issue(run, 3, env.now() + 60_000)
+    return signer.grant(run, 3, env.now() + 60_000)
 
 
 def test_a_genuine_capability_writes_into_the_log_the_engine_reads(
@@ -96,7 +96,7 @@ def test_refused_capabilities_and_entries_write_nothing(
     if case == "missing":
         capability = None
     elif case == "forged":
-        capability = CapabilitySigner("another-secret").issue(RUN, 3, env.now() + 60_000)
+        capability = CapabilitySigner("another-secret").grant(RUN, 3, env.now() + 60_000)
     elif case == "tampered":
         assert capability is not None
         claims, _, mac = capability.rpartition(".")
@@ -118,7 +118,7 @@ def test_refused_capabilities_and_entries_write_nothing(
 
 def test_a_capability_never_outlives_fifteen_minutes(env: WorkflowTestEnv) -> None:
     signer = CapabilitySigner(SECRET, clock=lambda: env.now() / 1000)
-    capability = signer.issue(RUN, 1, env.now() + 3_600_000)
+    capability = signer.grant(RUN, 1, env.now() + 3_600_000)
     env.advance(900_001)
     with pytest.raises(SignatureError, match="expired"):
         signer.verify(capability)

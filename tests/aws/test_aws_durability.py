@@ -65,7 +65,7 @@ def test_the_checkpoint_route_tells_a_repeat_from_another_entry_on_aws(on_moto: 
     signer = CapabilitySigner(SECRET, clock=hosted.clock_s)
     log = HttpCheckpointLog(
         f"{API_URL}/api/runs/r1/checkpoints",
-        signer.issue("r1", 1, env.now() + 60_000),
+        signer.grant("r1", 1, env.now() + 60_000),
         deadline_ms=env.now() + 60_000,
         session=hosted.api_session,
         now_ms=env.clock.now_ms,

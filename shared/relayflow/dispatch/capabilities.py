@@ -59,7 +59,7 @@ class Capability:
 
 @dataclass(frozen=True)
 class CapabilitySigner:
-    """Issues capabilities (dispatcher side) and verifies them (orchestrator route).
+    """Grants capabilities (dispatcher side) and verifies them (orchestrator route).
 
     Attributes:
         secret: The dispatch signing secret (signs and verifies).
@@ -71,7 +71,7 @@ class CapabilitySigner:
     previous_secrets: tuple[str, ...] = ()
     clock: Callable[[], float] = wall_s
 
-    def issue(self, run_id: str, first_seq: int, deadline_ms: int) -> str:
+    def grant(self, run_id: str, first_seq: int, deadline_ms: int) -> str:
         """A capability for ``run_id`` from ``first_seq`` on, expiring at the request's
         deadline (never more than :data:`MAX_LIFETIME_MS` from now)."""
         expires_at = min(int(deadline_ms), int(self.clock() * 1000) + MAX_LIFETIME_MS)

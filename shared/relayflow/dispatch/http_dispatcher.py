@@ -251,7 +251,7 @@ class HttpDispatcher:
         offered = {
             **channel,
             "url": f"{self._checkpoint_url}/api/runs/{quote(run_id, safe='')}/checkpoints",
-            "capability": self._capabilities.issue(run_id, channel["seq"], int(deadline)),
+            "capability": self._capabilities.grant(run_id, channel["seq"], int(deadline)),
         }
         return {**request, "checkpoint": offered}, True
 

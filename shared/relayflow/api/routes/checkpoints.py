@@ -54,7 +54,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     def write_checkpoint(run_id: RunId, body: Annotated[EntryBody, Body()]) -> CheckpointStoredView:
         run_id = unquote(run_id)
         if ctx.checkpoint_capabilities is None:
-            raise ApiError(401, "unauthorized", "this deployment issues no checkpoint capabilities")
+            raise ApiError(401, "unauthorized", "this deployment grants no checkpoint capabilities")
         try:
             capability = ctx.checkpoint_capabilities.verify(
                 router.current_event.headers.get(CAPABILITY_HEADER)

@@ -66,6 +66,25 @@ def remote_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
         reset_registry()
 
 
+def _run_to_completion(url: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Start ``remote.where`` on the stack at ``url`` and poll it until it completes."""
+    answer = requests.post(
+        f"{url}/api/runs",
+        json={"workflowId": "remote.where", "input": data},
+        headers=AUTH,
+        timeout=30,
+    )
+    assert answer.status_code == 201, answer.text
+    run: dict[str, Any] = answer.json()
+    deadline = time.monotonic() + 30
+    while run["status"] != "completed":
+        assert run["status"] in ("running", "waiting"), run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+        run = requests.get(f"{url}/api/runs/{run['id']}", headers=AUTH, timeout=10).json()
+    return run
+
+
 def test_the_dev_stack_drives_a_workflow_hosted_over_http(remote_host: str, tmp_path: Path) -> None:
     dev = start_dev(
         "--token", TOKEN, "--dispatch-url", remote_host, "--signing-secret", SECRET,
@@ -73,21 +92,7 @@ def test_the_dev_stack_drives_a_workflow_hosted_over_http(remote_host: str, tmp_
     )  # fmt: skip
     try:
         assert f"  step host    {remote_host} (signing: relayflow)" in dev.output()
-        answer = requests.post(
-            f"{dev.url}/api/runs",
-            json={"workflowId": "remote.where", "input": {"n": 1}},
-            headers=AUTH,
-            timeout=30,
-        )
-        assert answer.status_code == 201, answer.text
-        run_id = answer.json()["id"]
-        deadline = time.monotonic() + 30
-        run = answer.json()
-        while run["status"] != "completed":
-            assert run["status"] in ("running", "waiting"), run
-            assert time.monotonic() < deadline, run
-            time.sleep(0.1)
-            run = requests.get(f"{dev.url}/api/runs/{run_id}", headers=AUTH, timeout=10).json()
+        run = _run_to_completion(dev.url, {"n": 1})
         # The step ran here, in the host's process, not in the dev stack's.
         assert run["output"] == {"pid": os.getpid(), "echo": {"n": 1}}
     finally:
@@ -160,21 +165,7 @@ def test_with_http_checkpoints_the_host_makes_each_step_durable_through_the_stac
     )  # fmt: skip
     try:
         assert "  checkpoints  per step, through this stack's API" in dev.output()
-        answer = requests.post(
-            f"{dev.url}/api/runs",
-            json={"workflowId": "remote.where", "input": {"n": 2}},
-            headers=AUTH,
-            timeout=30,
-        )
-        assert answer.status_code == 201, answer.text
-        run_id = answer.json()["id"]
-        deadline = time.monotonic() + 30
-        run = answer.json()
-        while run["status"] != "completed":
-            assert run["status"] in ("running", "waiting"), run
-            assert time.monotonic() < deadline, run
-            time.sleep(0.1)
-            run = requests.get(f"{dev.url}/api/runs/{run_id}", headers=AUTH, timeout=10).json()
+        run = _run_to_completion(dev.url, {"n": 2})
         assert run["output"] == {"pid": os.getpid(), "echo": {"n": 2}}
         # The one step was posted to the stack's checkpoint route and stored there.
         assert calls.statuses == [200]

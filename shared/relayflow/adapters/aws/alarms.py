@@ -124,10 +124,10 @@ def lambda_event_on_due(
 class SchedulerAlarmClock:
     """An :class:`~relayflow.ports.AlarmClock` on EventBridge Scheduler.
 
-    ``arm`` creates the run's one-time schedule, or updates it when one exists. A wake time
-    that is not in the future is not armed: ``on_due(run_id, wake_at_ms)`` is called at once
-    (and any armed schedule of the run is deleted); without ``on_due`` the schedule is armed
-    for the next second instead.
+    ``arm`` creates the one-time schedule of the run's wake, or updates it when one exists;
+    schedules of other wakes are left alone. A wake time that is not in the future is not
+    armed: ``on_due(run_id, wake_at_ms)`` is called at once; without ``on_due`` the schedule
+    is armed for the next second instead.
 
     Args:
         group: The deployment's schedule group.

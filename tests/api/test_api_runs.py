@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import jsonschema
 import pytest
 from api_harness import READER, RELEASED, WRITER, Api, make_api
 
@@ -535,9 +536,13 @@ def test_timeline_shows_when_a_timed_out_attempt_really_ended() -> None:
     env.advance("10m")
     env.run_until_idle()
 
-    entries = api.get(f"/api/runs/{run['id']}/timeline").body["entries"]
+    page = api.get(f"/api/runs/{run['id']}/timeline").body
+    doc = api.get("/api/openapi.json", token=None).body
+    jsonschema.validate(page, {"$ref": "#/components/schemas/TimelineView", **doc})
+    entry_schema = doc["components"]["schemas"]["TimelineEntryView"]["properties"]
+    assert {"abandonedEndedAt", "abandonedOutcome"} <= set(entry_schema)
 
-    first, second = [e for e in entries if e["type"] == "step"]
+    first, second = [e for e in page["entries"] if e["type"] == "step"]
     assert (first["outcome"], first["error"]["code"], second["outcome"]) == ("err", "TIMEOUT", "ok")
     assert first["abandonedOutcome"] == "raised"
     assert first["abandonedEndedAt"] == released_at + 3_000 > first["endedAt"]

@@ -3,11 +3,14 @@ running is never overlapped by the next attempt of the same step in this host.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import pytest
 
+from relayflow.core.views import RunDetail
+from relayflow.errors import StepFailedError
 from relayflow.sdk.registry import workflow
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.runner import _ABANDONED
@@ -112,28 +115,37 @@ async def async_late(how: str, ctx: Any) -> Any:
     return await ctx.step("late", ends_late, how, retry=LATE_POLICY, timeout="50ms")
 
 
-@pytest.mark.parametrize("workflow_id", ["overrun.sync", "overrun.async"])
-@pytest.mark.parametrize(("how", "outcome"), [("return", "returned"), ("raise", "raised")])
-def test_the_timeline_shows_when_a_timed_out_attempt_really_ended(
-    workflow_id: str, how: str, outcome: str
-) -> None:
+def run_past_the_overrun(
+    workflow: Any, workflow_id: str, how: str
+) -> tuple[WorkflowTestEnv, RunDetail, RunDetail]:
+    """Runs until the run waits while its abandoned code runs, lets that code end, then runs
+    to the end: the environment, the run as it waited, and the run at its end."""
     LATE.clear()
     LATE_ENDED.clear()
-    env = WorkflowTestEnv(workflows=[sync_late, async_late])
+    env = WorkflowTestEnv(workflows=[workflow])
     LATE_ENV["env"] = env
     try:
         run = env.trigger(workflow_id, how)
         waiting = env.get_run(run.id)
-        assert waiting.status == "waiting"
-        [given_up] = [e for e in waiting.timeline if e.type == "step"]
-        assert given_up.error is not None and given_up.error.code == "TIMEOUT"
-        assert given_up.abandoned_ended_at is None, "its code is still running"
     finally:
         LATE.set()
     # The host journals the end once the code's thread is done, before the next attempt.
     assert LATE_ENDED.wait(10) and _ABANDONED.wait_clear(f"{run.id}:late", 10)
     env.run_until_idle()
-    done = env.get_run(run.id)
+    return env, waiting, env.get_run(run.id)
+
+
+@pytest.mark.parametrize("workflow", [sync_late, async_late], ids=["sync", "async"])
+@pytest.mark.parametrize(("how", "outcome"), [("return", "returned"), ("raise", "raised")])
+def test_the_timeline_shows_when_a_timed_out_attempt_really_ended(
+    workflow: Any, how: str, outcome: str
+) -> None:
+    _, waiting, done = run_past_the_overrun(workflow, workflow.id, how)
+
+    assert waiting.status == "waiting"
+    [given_up] = [e for e in waiting.timeline if e.type == "step"]
+    assert given_up.error is not None and given_up.error.code == "TIMEOUT"
+    assert given_up.abandoned_ended_at is None, "its code was still running"
     assert (done.status, done.output) == ("completed", "second")
     first, second = [e for e in done.timeline if e.type == "step"]
     assert (first.attempt, first.outcome, second.attempt, second.outcome) == (1, "err", 2, "ok")
@@ -142,3 +154,27 @@ def test_the_timeline_shows_when_a_timed_out_attempt_really_ended(
     assert first.ended_at is not None and first.abandoned_ended_at is not None
     assert first.abandoned_ended_at - first.started_at == OVERRUN_MS
     assert second.abandoned_ended_at is None and second.abandoned_outcome is None
+
+
+@workflow(id="overrun.caught")
+def caught_late(how: str, ctx: Any) -> Any:
+    with contextlib.suppress(StepFailedError):
+        ctx.step("late", ends_late, how, timeout="50ms")
+    ctx.sleep("1m")  # the invocation answers while the abandoned code still runs
+    return ctx.step("after", lambda: "after")
+
+
+def test_a_later_step_checkpoints_when_an_earlier_timed_out_attempt_really_ended() -> None:
+    env, waiting, done = run_past_the_overrun(caught_late, "overrun.caught", "return")
+
+    assert waiting.status == "waiting"
+    assert (done.status, done.output) == ("completed", "after")
+    [given_up] = [e for e in done.timeline if e.id == "late"]
+    assert (given_up.outcome, given_up.abandoned_outcome) == ("err", "returned")
+    # The fact was made durable with the next step's checkpoint, before the answer.
+    logged = [e.step for e in env.checkpoints.read(done.id, 0) if e.key == "late" and e.step]
+    assert [s.attempts[0].abandoned_ended_at for s in logged] == [
+        None,
+        given_up.abandoned_ended_at,
+    ]
+    assert logged[-1].status == "err" and logged[-1].error == logged[0].error

@@ -112,11 +112,14 @@ class _Attempt:
         """Called by the attempt's thread when its code returned or raised."""
         with self._lock:
             self._raised = raised
-            if self._abandoned:
-                self._on_overrun(raised)
-            self.done.set()
-            if self._step is not None:
-                _ABANDONED.release(self._step, self.done)
+            try:
+                if self._abandoned:
+                    self._on_overrun(raised)
+            finally:
+                # Whatever the report does, the next attempt must not wait for this one.
+                self.done.set()
+                if self._step is not None:
+                    _ABANDONED.release(self._step, self.done)
 
     def abandon(self) -> None:
         """Give the attempt up at its timeout; the next one waits while its code runs."""

@@ -87,6 +87,10 @@ class SerializedError(WireModel):
     data: Any = None
 
 
+#: How the code of a timed-out attempt ended when it finally did.
+AbandonedOutcome = Literal["returned", "raised"]
+
+
 class StepAttempt(WireModel):
     """One attempt of a step: every attempt is journalled with its outcome."""
 
@@ -101,6 +105,10 @@ class StepAttempt(WireModel):
     #: The started mark was made durable by a per-step checkpoint and the attempt ran in the
     #: same invocation: any later invocation finds it interrupted.
     logged: bool | None = None
+    #: A timed-out attempt whose code ran on: when it really returned or raised (journalled
+    #: later, with the next checkpoint or answer; the attempt's outcome stays ``err``).
+    abandoned_ended_at: int | None = None
+    abandoned_outcome: AbandonedOutcome | None = None
 
 
 class StepJournalEntry(WireModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import jsonschema
 import pytest
 from api_harness import READER, RELEASED, WRITER, Api, make_api
 
@@ -492,3 +493,58 @@ def test_a_keyed_trigger_of_an_existing_run_is_answered_even_once_unlisted(
 
     assert (first.status, again.status) == (201, 200)
     assert again.body["id"] == first.body["id"]
+
+
+def test_timeline_shows_when_a_timed_out_attempt_really_ended() -> None:
+    import threading
+
+    from relayflow.sdk.registry import workflow
+    from relayflow.sdk.retry import RetryPolicy
+    from relayflow.sdk.runner import _ABANDONED
+
+    release, ended = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def export(_: Any) -> str:
+        calls.append(1)
+        if len(calls) == 1:  # ignores its timeout, then fails late
+            release.wait(10)
+            env.advance(3_000)
+            ended.set()
+            raise RuntimeError("too late")
+        return "exported"
+
+    # The retry is due after the api's inline wait: the answer finds the run waiting.
+    policy = RetryPolicy(max=2, backoff="fixed", initial=600_000)
+
+    @workflow(id="api.overrun")
+    def overrun(data: Any, ctx: Any) -> Any:
+        return ctx.step("export", export, data, retry=policy, timeout="50ms")
+
+    env = WorkflowTestEnv(workflows=[overrun])
+    api = make_api(env)
+    try:
+        run = api.post("/api/runs", {"workflowId": "api.overrun"}).body
+        assert run["status"] == "waiting"
+        [early] = api.get(f"/api/runs/{run['id']}/timeline").body["entries"][:1]
+        assert early["error"]["code"] == "TIMEOUT" and early["abandonedEndedAt"] is None
+    finally:
+        released_at = env.now()
+        release.set()
+    # The host journals the end once the code's thread is done, before the next attempt.
+    assert ended.wait(10) and _ABANDONED.wait_clear(f"{run['id']}:export", 10)
+    env.advance("10m")
+    env.run_until_idle()
+
+    page = api.get(f"/api/runs/{run['id']}/timeline").body
+    doc = api.get("/api/openapi.json", token=None).body
+    jsonschema.validate(page, {"$ref": "#/components/schemas/TimelineView", **doc})
+    entry_schema = doc["components"]["schemas"]["TimelineEntryView"]["properties"]
+    assert {"abandonedEndedAt", "abandonedOutcome"} <= set(entry_schema)
+
+    first, second = [e for e in page["entries"] if e["type"] == "step"]
+    assert (first["outcome"], first["error"]["code"], second["outcome"]) == ("err", "TIMEOUT", "ok")
+    assert first["abandonedOutcome"] == "raised"
+    assert first["abandonedEndedAt"] == released_at + 3_000 > first["endedAt"]
+    assert second["abandonedEndedAt"] is None and second["abandonedOutcome"] is None
+    assert api.get(f"/api/runs/{run['id']}").body["output"] == "exported"

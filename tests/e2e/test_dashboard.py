@@ -331,6 +331,76 @@ def _last_measure(page: Any, name: str) -> float:
     )
 
 
+def _serve_finished_run(page: Any, run: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """Answers the page's requests for ``run`` (finished) and its timeline ``entries``."""
+
+    def answer(route: Any) -> None:
+        url = route.request.url
+        status = run["status"]
+        if "/stream" in url:
+            _fulfil(
+                route, {"runId": run["id"], "status": status, "events": [], "next": 0, "done": True}
+            )
+        elif url.endswith("/timeline"):
+            _fulfil(route, {"runId": run["id"], "status": status, "entries": entries})
+        else:
+            _fulfil(route, run)
+
+    page.route(re.compile(rf".*/api/runs/{re.escape(run['id'])}.*"), answer)
+
+
+def test_a_timed_out_attempt_shows_how_long_its_code_ran_on(page: Any) -> None:
+    start = int(time.time() * 1000) - 60_000
+    timeout = {"code": "TIMEOUT", "message": "step 'export' timed out after 1000ms"}
+    entries = [
+        {
+            "type": "step",
+            "id": "export",
+            "attempt": 1,
+            "startedAt": start,
+            "endedAt": start + 1_000,
+            "outcome": "err",
+            "error": timeout,
+            "abandonedEndedAt": start + 9_000,
+            "abandonedOutcome": "returned",
+        },
+        {
+            "type": "step",
+            "id": "export",
+            "attempt": 2,
+            "startedAt": start + 9_000,
+            "endedAt": start + 9_500,
+            "outcome": "ok",
+        },
+    ]
+    run = {
+        "id": "run_overrun",
+        "workflowId": "reports.export",
+        "status": "completed",
+        "environment": "development",
+        "output": "exported",
+        "startedAt": start,
+        "completedAt": start + 9_600,
+        "durationMs": 9_600,
+    }
+    _serve_finished_run(page, run, entries)
+    open_hash(page, "#/runs/run_overrun")
+    page.wait_for_selector("#timeline svg.gantt rect.bar-overrun")
+
+    [tail] = page.locator("#timeline rect.bar-overrun").all()
+    given_up = page.locator("#timeline rect.bar-err").first
+    assert float(tail.get_attribute("x") or 0) == pytest.approx(
+        float(given_up.get_attribute("x") or 0) + float(given_up.get_attribute("width") or 0)
+    )
+    # The tail is eight times as long as the one-second attempt it follows.
+    assert float(tail.get_attribute("width") or 0) == pytest.approx(
+        8 * float(given_up.get_attribute("width") or 0), rel=0.01
+    )
+    assert "its code ran on 8.0 s more and returned" in (tail.locator("title").text_content() or "")
+    assert "timed out, its code ran on" in page.locator(".legend").inner_text()
+    screenshot(page, "run-overrun")
+
+
 def test_render_times_of_500_runs_and_a_1000_entry_timeline(page: Any) -> None:
     """Prints the figures (no timed assertion): the API answers are served by the test."""
     page.route(re.compile(r".*/api/runs\?.*limit=500.*"), lambda route: _fulfil(route, _runs(500)))
@@ -353,19 +423,7 @@ def test_render_times_of_500_runs_and_a_1000_entry_timeline(page: Any) -> None:
         "durationMs": entries[-1]["endedAt"] - start,
     }
 
-    def answer(route: Any) -> None:
-        url = route.request.url
-        if "/stream" in url:
-            _fulfil(
-                route,
-                {"runId": run["id"], "status": "completed", "events": [], "next": 0, "done": True},
-            )
-        elif url.endswith("/timeline"):
-            _fulfil(route, {"runId": run["id"], "status": "completed", "entries": entries})
-        else:
-            _fulfil(route, run)
-
-    page.route(re.compile(r".*/api/runs/run_render_timeline.*"), answer)
+    _serve_finished_run(page, run, entries)
     open_hash(page, "#/runs/run_render_timeline")
     page.wait_for_selector("#timeline svg.gantt")
     bars = page.locator("#timeline svg.gantt rect").count()

@@ -294,6 +294,14 @@ class TimelineEntryView(ResponseModel):
         default=None,
         description="with values=true: the value is over the per-entry cap and left out",
     )
+    abandoned_ended_at: int | None = Field(
+        default=None,
+        description="a step attempt that timed out but whose code ran on: when that code "
+        "really returned or raised (epoch ms), once a later checkpoint of the run recorded it",
+    )
+    abandoned_outcome: Literal["returned", "raised"] | None = Field(
+        default=None, description="how the timed-out code ended: returned or raised"
+    )
 
 
 class TimelineView(ResponseModel):

@@ -150,6 +150,8 @@ def timeline_view(page: TimelinePage) -> TimelineView:
                 "value": entry.value,
                 "value_size": entry.value_size,
                 "value_truncated": entry.value_truncated,
+                "abandoned_ended_at": entry.abandoned_ended_at,
+                "abandoned_outcome": entry.abandoned_outcome,
             }
         )
         for entry in page.entries

@@ -9,6 +9,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from relayflow.cdk.schedule_groups import HoldsScheduleGroup
 from relayflow.cdk.suppressions import acknowledge
 
 __all__ = ["RelayflowScheduling"]
@@ -16,12 +17,12 @@ __all__ = ["RelayflowScheduling"]
 _SCHEDULER = "scheduler.amazonaws.com"
 
 
-class RelayflowScheduling(Construct):
+class RelayflowScheduling(HoldsScheduleGroup, Construct):
     """The schedule group run alarms live in, the roles Scheduler assumes, and the DLQ.
 
-    Run alarms are created at run time by the orchestrator (one one-time schedule per waiting
-    run) in `schedule_group`, assuming `alarm_role`, whose only permission is to invoke the
-    drive function. Deliveries Scheduler gives up on land in `dead_letter_queue`.
+    Run alarms are created at run time by the orchestrator (one one-time schedule per wake of
+    a waiting run) in `schedule_group`, assuming `alarm_role`, whose only permission is to
+    invoke the drive function. Deliveries Scheduler gives up on land in `dead_letter_queue`.
     """
 
     def __init__(
@@ -48,23 +49,8 @@ class RelayflowScheduling(Construct):
             "This queue is itself the dead-letter queue of Scheduler deliveries and of failed "
             "asynchronous invocations; a queue behind it would only move the same messages.",
         )
-        self.schedule_group = scheduler.ScheduleGroup(
-            self, "AlarmGroup", removal_policy=RemovalPolicy.DESTROY
-        )
+        self._create_group(self, "AlarmGroup")
         self.alarm_role = self._invoke_role("AlarmRole", drive_function_arn)
-
-    @property
-    def schedule_group_name(self) -> str:
-        """Name of the group run alarms are created in."""
-        return self.schedule_group.schedule_group_name
-
-    def schedule_arn_pattern(self) -> str:
-        """ARN matching every schedule of the alarm group (schedules are named per run)."""
-        return Stack.of(self).format_arn(
-            service="scheduler",
-            resource="schedule",
-            resource_name=f"{self.schedule_group_name}/*",
-        )
 
     def add_sweeper_schedule(self, sweeper: lambda_.IFunction, interval: Duration) -> None:
         """Invoke `sweeper` every `interval` through its own role (it may invoke only it)."""

@@ -5,12 +5,13 @@ workflows' recurring schedules."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from relayflow.cdk.schedule_groups import HoldsScheduleGroup
 
 __all__ = ["RelayflowTimers"]
 
@@ -18,7 +19,7 @@ __all__ = ["RelayflowTimers"]
 MAX_RECEIVES = 5
 
 
-class RelayflowTimers(Construct):
+class RelayflowTimers(HoldsScheduleGroup, Construct):
     """The alarm queue (consumed by the drive function) and the recurring schedule group."""
 
     def __init__(
@@ -45,22 +46,7 @@ class RelayflowTimers(Construct):
             ),
             removal_policy=removal_policy,
         )
-        self.schedule_group = scheduler.ScheduleGroup(
-            self, "RecurringGroup", removal_policy=RemovalPolicy.DESTROY
-        )
-
-    @property
-    def schedule_group_name(self) -> str:
-        """Name of the group the workflows' recurring schedules are reconciled into."""
-        return self.schedule_group.schedule_group_name
-
-    def schedule_arn_pattern(self) -> str:
-        """ARN matching every schedule of the recurring group."""
-        return Stack.of(self).format_arn(
-            service="scheduler",
-            resource="schedule",
-            resource_name=f"{self.schedule_group_name}/*",
-        )
+        self._create_group(self, "RecurringGroup")
 
     def consume_with(self, drive: lambda_.Function) -> None:
         """Let `drive` consume the alarm queue, reporting only the failed messages of a batch."""

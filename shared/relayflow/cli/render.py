@@ -159,6 +159,17 @@ def entry_error(entry: Mapping[str, Any]) -> str:
     return ""
 
 
+def overrun(entry: Mapping[str, Any], start: int | None) -> str:
+    """``(its code ran on: returned after 4.0s)`` for a timed-out attempt whose code went on
+    running, once the run recorded when it really ended; else the empty string."""
+    ended = to_ms(pick(entry, "abandonedEndedAt"))
+    if ended is None:
+        return ""
+    how = pick(entry, "abandonedOutcome", default="ended")
+    after = f" after {format_duration(ended - start)}" if start is not None else ""
+    return f"(its code ran on: {how}{after}, at {format_time(ended)})"
+
+
 def timeline_table(entries: Sequence[Mapping[str, Any]]) -> str:
     """Steps and waits in order, with attempt, start, duration and outcome."""
     rows = []
@@ -169,7 +180,7 @@ def timeline_table(entries: Sequence[Mapping[str, Any]]) -> str:
         if duration is None and start is not None and end is not None:
             duration = end - start
         attempt = pick(entry, "attempt")
-        detail = entry_error(entry)
+        detail = " ".join(part for part in (entry_error(entry), overrun(entry, start)) if part)
         if not detail:
             wake = to_ms(pick(entry, "wakeAt", "deadline"))
             if wake is not None and end is None:

@@ -13,6 +13,7 @@ from pydantic import Field
 from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
 from relayflow.protocol import (
+    AbandonedOutcome,
     CompensationReport,
     Journal,
     RunTrigger,
@@ -63,6 +64,10 @@ class TimelineEntry(RecordModel):
     are asked for: the checkpointed value (step or group result, wait payload, batch result,
     error data), the size of its JSON, and True when it was over
     :data:`TIMELINE_VALUE_CAP_BYTES` and left out.
+
+    A step attempt that timed out but whose code ran on carries ``abandoned_ended_at``, when
+    that code really returned or raised, and ``abandoned_outcome`` (``returned``/``raised``),
+    once a later checkpoint or answer of the run journalled it.
     """
 
     type: Literal["step", "wait"]
@@ -79,6 +84,8 @@ class TimelineEntry(RecordModel):
     value: Any = None
     value_size: int | None = None
     value_truncated: bool | None = None
+    abandoned_ended_at: int | None = None
+    abandoned_outcome: AbandonedOutcome | None = None
 
 
 class TimelinePage(RecordModel):
@@ -222,6 +229,8 @@ def timeline(record: RunRecord, *, values: bool = False) -> list[TimelineEntry]:
                     name=name,
                     token_id=token_id,
                     value=_step_value(step, attempt, error) if values else None,
+                    abandoned_ended_at=a.abandoned_ended_at if a is not None else None,
+                    abandoned_outcome=a.abandoned_outcome if a is not None else None,
                 )
             )
     for wait_id, reg in journal.waitpoints_registered.items():

@@ -20,7 +20,8 @@ class Call:
     """Run a user function (a step attempt, a check, a compensation); its result is sent back.
 
     ``timeout_ms`` turns an overlong call into ``StepTimeoutError``; ``scope`` collects the
-    metadata updates made while it runs.
+    metadata updates made while it runs. ``on_overrun`` is told, from the call's thread,
+    whether the code of a call given up at its timeout raised when it finally ended.
     """
 
     fn: Callable[..., Any]
@@ -28,6 +29,7 @@ class Call:
     timeout_ms: int | None = None
     scope: StepScope | None = None
     label: str = ""
+    on_overrun: Callable[[bool], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ def _classify(exc: BaseException) -> _Outcome:
 
 def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepResponse]:
     """Map the body's outcome to a response, running compensations where it calls for them."""
+    inv.journal_overruns()
     parts: dict[str, Any] = {
         "journal": inv.journal,
         "metadata_updates": inv.metadata,

@@ -22,6 +22,7 @@ from relayflow.protocol import (
     WaitpointResolution,
 )
 from relayflow.sdk.checkpoints import Checkpointer
+from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
 
 #: Wait ids whose last ``:`` segment is ``<namespace><n>``, the context's positional counter.
@@ -120,10 +121,22 @@ class Invocation:
         self.last_op = key
 
     def record(self, key: str, entry: StepJournalEntry) -> None:
-        """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return."""
+        """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
+        (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
         self.journal.step_results[key] = entry
+        changed = self.journal_overruns()
         if self.checkpointer is not None:
+            for other in changed:
+                if other != key:
+                    self._checkpoint(
+                        self.checkpointer.step, other, self.journal.step_results[other]
+                    )
             self._checkpoint(self.checkpointer.step, key, entry)
+
+    def journal_overruns(self) -> list[str]:
+        """Journal when the timed-out attempts of this run whose code ended in this process
+        really ended; the step keys changed (their outcome is untouched)."""
+        return journal_overruns(self.journal, OVERRUNS.take(self.request.run_id))
 
     @property
     def per_step(self) -> bool:

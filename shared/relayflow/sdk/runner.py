@@ -92,27 +92,69 @@ def _step_key(effect: Call) -> str | None:
     return info.idempotency_key if info is not None else None
 
 
-def _start_thread(fn: Callable[[], Any], step: str | None, box: dict[str, Any]) -> threading.Event:
-    """Run ``fn`` in a daemon thread filling ``box``; the event is set when it ended."""
-    done = threading.Event()
+class _Attempt:
+    """One attempt running in its own thread: whether its code ended (and how) and whether
+    the caller gave it up.
+
+    ``on_overrun`` hears, exactly once, how the code of a given-up attempt ended, and before
+    anyone waiting for that code sees it end (so the next attempt finds the fact recorded).
+    """
+
+    def __init__(self, step: str | None, on_overrun: Callable[[bool], None] | None) -> None:
+        self.done = threading.Event()
+        self._step = step
+        self._on_overrun = on_overrun or (lambda raised: None)
+        self._lock = threading.Lock()
+        self._raised: bool | None = None
+        self._abandoned = False
+
+    def ended(self, raised: bool) -> None:
+        """Called by the attempt's thread when its code returned or raised."""
+        with self._lock:
+            self._raised = raised
+            try:
+                if self._abandoned:
+                    self._on_overrun(raised)
+            finally:
+                # Whatever the report does, the next attempt must not wait for this one.
+                self.done.set()
+                if self._step is not None:
+                    _ABANDONED.release(self._step, self.done)
+
+    def abandon(self) -> None:
+        """Give the attempt up at its timeout; the next one waits while its code runs."""
+        with self._lock:
+            self._abandoned = True
+            if self._raised is not None:
+                # It ended between the timeout and this call: a given-up attempt all the same.
+                self._on_overrun(self._raised)
+            elif self._step is not None:
+                _ABANDONED.keep(self._step, self.done)
+
+
+def _start_thread(fn: Callable[[], Any], attempt: _Attempt, box: dict[str, Any]) -> None:
+    """Run ``fn`` in a daemon thread filling ``box``; ``attempt`` hears when it ended."""
     context = contextvars.copy_context()
 
     def target() -> None:
+        raised = False
         try:
             box["value"] = context.run(fn)
         except BaseException as exc:  # handed back to the waiting thread
             box["error"] = exc
+            raised = True
         finally:
-            done.set()
-            if step is not None:
-                _ABANDONED.release(step, done)
+            attempt.ended(raised)
 
     threading.Thread(target=target, name="relayflow-step", daemon=True).start()
-    return done
 
 
 def _call_in_thread(
-    fn: Callable[[], Any], timeout_ms: int | None, label: str, step: str | None = None
+    fn: Callable[[], Any],
+    timeout_ms: int | None,
+    label: str,
+    step: str | None = None,
+    on_overrun: Callable[[bool], None] | None = None,
 ) -> Any:
     """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout.
 
@@ -124,12 +166,10 @@ def _call_in_thread(
     if step is not None and not _ABANDONED.wait_clear(step, timeout_s or 0):
         raise _still_running_error(label)
     box: dict[str, Any] = {}
-    done = _start_thread(fn, step, box)
-    if not done.wait(timeout_s):
-        if step is not None:
-            _ABANDONED.keep(step, done)
-            if done.is_set():
-                _ABANDONED.release(step, done)
+    attempt = _Attempt(step, on_overrun)
+    _start_thread(fn, attempt, box)
+    if not attempt.done.wait(timeout_s):
+        attempt.abandon()
         raise _timeout_error(label, timeout_ms or 0)
     if "error" in box:
         raise box["error"]
@@ -143,15 +183,12 @@ async def _wait_clear(step: str, timeout_ms: int, label: str) -> None:
         raise _still_running_error(label)
 
 
-def _thread_future(
-    fn: Callable[[], Any], step: str | None = None
-) -> tuple[asyncio.Future[Any], threading.Event]:
+def _thread_future(fn: Callable[[], Any], attempt: _Attempt) -> asyncio.Future[Any]:
     """Run ``fn`` in a daemon thread and expose it as a future (never blocks loop shutdown);
-    the event is set when the thread ended."""
+    ``attempt`` hears when the thread ended."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
-    ended = threading.Event()
 
     def settle(value: Any, error: BaseException | None) -> None:
         if future.done():
@@ -169,16 +206,14 @@ def _thread_future(
         except BaseException as exc:  # handed back to the loop
             error = exc
         finally:
-            ended.set()
-            if step is not None:
-                _ABANDONED.release(step, ended)
+            attempt.ended(error is not None)
         try:
             loop.call_soon_threadsafe(settle, value, error)
         except RuntimeError:
             return  # the loop is gone: the caller stopped waiting (timeout or abandon)
 
     threading.Thread(target=target, name="relayflow-step", daemon=True).start()
-    return future, ended
+    return future
 
 
 class SyncRunner:
@@ -237,7 +272,9 @@ class SyncRunner:
                     value = asyncio.run(_await(value))
                 return value
 
-            return _call_in_thread(invoke, effect.timeout_ms, effect.label, _step_key(effect))
+            return _call_in_thread(
+                invoke, effect.timeout_ms, effect.label, _step_key(effect), effect.on_overrun
+            )
         finally:
             if token is not None:
                 STEP_SCOPE.reset(token)
@@ -301,24 +338,23 @@ class AsyncRunner:
         token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
         try:
             step = _step_key(effect) if effect.timeout_ms is not None else None
-            done: threading.Event | None = None
+            attempt: _Attempt | None = None
             if _is_async_callable(effect.fn):
                 pending: Awaitable[Any] = effect.fn(*effect.args)
             else:
                 if step is not None:
                     await _wait_clear(step, effect.timeout_ms or 0, effect.label)
                 fn, args = effect.fn, effect.args
-                pending, done = _thread_future(lambda: fn(*args), step)
+                attempt = _Attempt(step, effect.on_overrun)
+                pending = _thread_future(lambda: fn(*args), attempt)
             if effect.timeout_ms is None:
                 result = await pending
             else:
                 try:
                     result = await asyncio.wait_for(pending, effect.timeout_ms / 1000)
                 except TimeoutError:
-                    if step is not None and done is not None:
-                        _ABANDONED.keep(step, done)
-                        if done.is_set():
-                            _ABANDONED.release(step, done)
+                    if attempt is not None:
+                        attempt.abandon()
                     raise _timeout_error(effect.label, effect.timeout_ms) from None
             if inspect.isawaitable(result):
                 result = await result

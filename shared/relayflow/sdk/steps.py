@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from relayflow.errors import StepInterruptedError, SuspendSignal
 from relayflow.protocol import (
+    AbandonedOutcome,
     MetadataUpdate,
     StepAttempt,
     StepJournalEntry,
@@ -15,6 +16,7 @@ from relayflow.protocol import (
 )
 from relayflow.sdk.effects import Call, Op, Pause
 from relayflow.sdk.failures import serialize_error, step_failure
+from relayflow.sdk.overruns import OVERRUNS, Overrun
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_output, load_value
@@ -124,7 +126,8 @@ def run_step(
         info = StepInfo(key, attempt, opts.idempotency_key or f"{inv.request.run_id}:{key}")
         scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
         try:
-            value = yield Call(fn, args, opts.timeout_ms, scope, key)
+            overrun = _overrun_reporter(inv, key, attempt) if opts.timeout_ms else None
+            value = yield Call(fn, args, opts.timeout_ms, scope, key, overrun)
             output = dump_output(f"step {key!r}", value, opts.serdes)
         except Exception as exc:
             _keep_metadata(entry, scope.updates)
@@ -153,6 +156,17 @@ def run_step(
         value = _finish(core, key, entry, opts)
         inv.record(key, entry)
         return value
+
+
+def _overrun_reporter(inv: Any, key: str, attempt: int) -> Callable[[bool], None]:
+    """How attempt ``attempt`` of ``key`` tells, once its timed-out code ended, when and how."""
+    run_id = inv.request.run_id
+
+    def report(raised: bool) -> None:
+        outcome: AbandonedOutcome = "raised" if raised else "returned"
+        OVERRUNS.add(run_id, Overrun(key, attempt, inv.now_ms(), outcome))
+
+    return report
 
 
 def _mocked(

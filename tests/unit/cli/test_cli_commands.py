@@ -277,6 +277,29 @@ def test_runs_get_shows_status_output_and_timeline(fake_api: FakeApi) -> None:
     assert rows[2].split()[-1] == "waiting"
 
 
+def test_runs_get_shows_when_the_code_of_a_timed_out_attempt_really_ended(
+    fake_api: FakeApi,
+) -> None:
+    given_up = {
+        "type": "step",
+        "id": "export",
+        "attempt": 1,
+        "startedAt": 1_700_000_000_000,
+        "endedAt": 1_700_000_001_000,
+        "outcome": "err",
+        "error": {"code": "TIMEOUT", "message": "step 'export' timed out after 1000ms"},
+        "abandonedEndedAt": 1_700_000_004_000,
+        "abandonedOutcome": "raised",
+    }
+    fake_api.on("GET", "/api/runs/run_1", (200, RUN_FAILED))
+    fake_api.on("GET", "/api/runs/run_1/timeline", (200, {"entries": [given_up]}))
+    code, out, _ = cli(fake_api, "runs", "get", "run_1")
+    [row] = [line for line in out.splitlines() if line.startswith("step")]
+    assert code == 0
+    assert "1.0s" in row and "TIMEOUT: step 'export' timed out" in row
+    assert "(its code ran on: raised after 4.0s, at 2023-11-14 22:13:24)" in row
+
+
 def test_runs_get_shows_the_error_of_a_failed_run(fake_api: FakeApi) -> None:
     fake_api.on("GET", "/api/runs/run_1", (200, RUN_FAILED))
     fake_api.on("GET", "/api/runs/run_1/timeline", (200, []))

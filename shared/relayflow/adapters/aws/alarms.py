@@ -14,15 +14,10 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws.errors import (
-    AwsServiceError,
-    error_code,
-    is_aws_error,
-    reraise,
-    translate,
-)
+from relayflow.adapters.aws.errors import AwsServiceError, is_aws_error, translate
+from relayflow.adapters.aws.scheduler_group import NAME_LIMIT, SchedulerGroup, check_name
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
@@ -33,16 +28,12 @@ if TYPE_CHECKING:
 
     from relayflow.config import Settings
 
-NAME_LIMIT = 64
 INPUT_LIMIT = 8192
-_NAME = re.compile(r"^[0-9a-zA-Z\-_.]{1,64}$")
 _UNSAFE = re.compile(r"[^0-9a-zA-Z\-_.]")
 _AT = re.compile(r"^at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\)$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
 _HASH_CHARS = 16
 #: Base-36 digits of the wake second in a schedule name (enough until the year 4000).
 _WAKE_CHARS = 7
-_MAX_ROUNDS = 3
 
 #: Called instead of arming when a wake time has already passed: ``on_due(run_id, wake_at_ms)``.
 DueCallback = Callable[[str, int], None]
@@ -77,7 +68,7 @@ def schedule_name(run_id: str, wake_at_ms: int, prefix: str = "rf-") -> str:
     """The schedule name of a run's alarm for ``wake_at_ms``, at most 64 characters."""
     seconds = -(-wake_at_ms // 1000)
     name = f"{run_prefix(run_id, prefix)}{_base36(seconds).rjust(_WAKE_CHARS, '0')}"
-    _check_name(name, "schedule name")
+    check_name(name, "schedule name")
     return name
 
 
@@ -121,13 +112,13 @@ def lambda_event_on_due(
     return on_due
 
 
-class SchedulerAlarmClock:
+class SchedulerAlarmClock(SchedulerGroup):
     """An :class:`~relayflow.ports.AlarmClock` on EventBridge Scheduler.
 
-    ``arm`` creates the run's one-time schedule, or updates it when one exists. A wake time
-    that is not in the future is not armed: ``on_due(run_id, wake_at_ms)`` is called at once
-    (and any armed schedule of the run is deleted); without ``on_due`` the schedule is armed
-    for the next second instead.
+    ``arm`` creates the one-time schedule of the run's wake, or updates it when one exists;
+    schedules of other wakes are left alone. A wake time that is not in the future is not
+    armed: ``on_due(run_id, wake_at_ms)`` is called at once; without ``on_due`` the schedule
+    is armed for the next second instead.
 
     Args:
         group: The deployment's schedule group.
@@ -156,28 +147,18 @@ class SchedulerAlarmClock:
         max_event_age_s: int = 86_400,
         name_prefix: str = "rf-",
     ) -> None:
-        _check_name(group, "schedule group")
-        if not _ROLE_ARN.match(role_arn):
-            raise ValidationError(f"scheduler role must be an IAM role ARN, got {role_arn!r}")
-        if not target_arn.startswith("arn:"):
-            raise ValidationError(f"alarm target must be an ARN, got {target_arn!r}")
-        if not 0 <= max_retry_attempts <= 185:
-            raise ValidationError("max_retry_attempts must be between 0 and 185")
-        if not 60 <= max_event_age_s <= 86_400:
-            raise ValidationError("max_event_age_s must be between 60 and 86400 seconds")
-        self.group = group
-        self.target_arn = target_arn
-        self.role_arn = role_arn
-        self.dlq_arn = dlq_arn
+        super().__init__(
+            group=group,
+            target_arn=target_arn,
+            role_arn=role_arn,
+            client_factory=client_factory,
+            dlq_arn=dlq_arn,
+            max_retry_attempts=max_retry_attempts,
+            max_event_age_s=max_event_age_s,
+        )
         self.name_prefix = name_prefix
-        self._client_factory = client_factory
-        self._client: EventBridgeSchedulerClient | None = None
         self._clock: Clock = clock or _SystemClock()
         self._on_due = on_due
-        self._retry_policy = {
-            "MaximumRetryAttempts": max_retry_attempts,
-            "MaximumEventAgeInSeconds": max_event_age_s,
-        }
 
     @classmethod
     def from_settings(
@@ -191,18 +172,11 @@ class SchedulerAlarmClock:
         """An alarm clock configured by ``RELAYFLOW_SCHEDULE_GROUP`` and friends."""
         return cls(
             group=settings.require("schedule_group"),
-            target_arn=settings.require("drive_function_arn"),
-            role_arn=settings.require("scheduler_role_arn"),
-            dlq_arn=settings.dlq_arn,
             client_factory=client_factory,
             clock=clock,
             on_due=on_due,
+            **cls._drive_target(settings),
         )
-
-    def _scheduler(self) -> EventBridgeSchedulerClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
 
     def name_of(self, run_id: str, wake_at_ms: int) -> str:
         """The schedule name of ``run_id``'s alarm for ``wake_at_ms``."""
@@ -223,28 +197,14 @@ class SchedulerAlarmClock:
             # Scheduler refuses times in the past; the drive is still told the real wake time.
             fire_at_ms = now + 1000
         params = self._schedule_params(run_id, wake_at_ms, fire_at_ms)
-        client = self._scheduler()
-        for _ in range(_MAX_ROUNDS):
-            try:
-                client.create_schedule(**params)
-                return
-            except Exception as exc:
-                if not is_aws_error(exc) or error_code(exc) != "ConflictException":
-                    _reraise(exc, f"arming the alarm of run {run_id}")
-            try:
-                client.update_schedule(**params)
-                return
-            except Exception as exc:
-                # It fired (and was deleted) between our create and update: create it again.
-                if not is_aws_error(exc) or error_code(exc) != "ResourceNotFoundException":
-                    _reraise(exc, f"re-arming the alarm of run {run_id}")
-        raise ValidationError(f"the alarm of run {run_id} kept changing while it was armed")
+        self._put_schedule(params, f"arming the alarm of run {run_id}")
 
     def disarm(self, run_id: str, wake_at_ms: int | None = None) -> None:
         """Delete the run's alarm for ``wake_at_ms`` (every alarm of the run when None); an
         alarm that does not exist counts as disarmed."""
+        action = f"disarming the alarm of run {run_id}"
         if wake_at_ms is not None:
-            self._delete(run_id, self.name_of(run_id, wake_at_ms))
+            self._delete_schedule(self.name_of(run_id, wake_at_ms), action)
             return
         # A run armed before alarms were named after their wake has one schedule by the old
         # name; listing needs scheduler:ListSchedules, without which only that one goes (a
@@ -256,43 +216,19 @@ class SchedulerAlarmClock:
             if exc.aws_code != "AccessDeniedException":
                 raise
         for name in sorted(names):
-            self._delete(run_id, name)
-
-    def _delete(self, run_id: str, name: str) -> None:
-        try:
-            self._scheduler().delete_schedule(Name=name, GroupName=self.group)
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                return
-            _reraise(exc, f"disarming the alarm of run {run_id}")
+            self._delete_schedule(name, action)
 
     def _names_of(self, run_id: str) -> list[str]:
         """Names of every schedule the run has armed."""
         prefix = run_prefix(run_id, self.name_prefix)
-        names: list[str] = []
-        params: dict[str, Any] = {"GroupName": self.group, "NamePrefix": prefix}
-        while True:
-            try:
-                page = self._scheduler().list_schedules(**params)
-            except Exception as exc:
-                _reraise(exc, f"listing the alarms of run {run_id}")
-            names.extend(str(item["Name"]) for item in page.get("Schedules", []))
-            token = page.get("NextToken")
-            if not token:
-                return names
-            params["NextToken"] = token
+        return self._schedule_names(prefix, f"listing the alarms of run {run_id}")
 
     def armed_at(self, run_id: str) -> str | None:
         """The schedule expression of the run's latest alarm, or None when none is armed."""
         expressions: list[str] = []
         for name in self._names_of(run_id):
-            try:
-                answer = self._scheduler().get_schedule(Name=name, GroupName=self.group)
-            except Exception as exc:
-                if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                    continue
-                _reraise(exc, f"reading the alarm of run {run_id}")
-            expression = answer.get("ScheduleExpression")
+            answer = self._read_schedule(name, f"reading the alarm of run {run_id}")
+            expression = answer.get("ScheduleExpression") if answer is not None else None
             if isinstance(expression, str):
                 expressions.append(expression)
         return max(expressions) if expressions else None
@@ -301,14 +237,6 @@ class SchedulerAlarmClock:
         payload = json.dumps({"runId": run_id, "wakeAt": wake_at_ms}, separators=(",", ":"))
         if len(payload) > INPUT_LIMIT:
             raise ValidationError(f"the alarm input of run {run_id} exceeds {INPUT_LIMIT} chars")
-        target: dict[str, Any] = {
-            "Arn": self.target_arn,
-            "RoleArn": self.role_arn,
-            "Input": payload,
-            "RetryPolicy": dict(self._retry_policy),
-        }
-        if self.dlq_arn:
-            target["DeadLetterConfig"] = {"Arn": self.dlq_arn}
         return {
             "Name": self.name_of(run_id, wake_at_ms),
             "GroupName": self.group,
@@ -317,19 +245,5 @@ class SchedulerAlarmClock:
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "ActionAfterCompletion": "DELETE",
             "State": "ENABLED",
-            "Target": target,
+            "Target": self._target(payload),
         }
-
-
-def _check_name(name: str, what: str) -> None:
-    if not _NAME.match(name):
-        raise ValidationError(
-            f"{what} {name!r} must be 1-{NAME_LIMIT} characters of [0-9a-zA-Z-_.]"
-        )
-
-
-def _reraise(exc: Exception, action: str) -> NoReturn:
-    # moto answers a missing schedule group with a bare KeyError; name the group instead.
-    if isinstance(exc, KeyError):
-        raise ValidationError(f"{action} failed: the schedule group does not exist") from exc
-    reraise(exc, action)

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws.alarms import _check_name, _reraise
-from relayflow.adapters.aws.errors import error_code, is_aws_error
+from relayflow.adapters.aws.scheduler_group import SchedulerGroup, check_name
 from relayflow.schedules.reconcile import HostedSchedule
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
-class SchedulerScheduleHost:
+class SchedulerScheduleHost(SchedulerGroup):
     """A :class:`~relayflow.schedules.ScheduleHost` on EventBridge Scheduler.
 
     Args:
@@ -35,31 +34,10 @@ class SchedulerScheduleHost:
         client_factory: Returns the Scheduler client.
         dlq_arn: Queue for firings Scheduler could not deliver.
         max_retry_attempts: Scheduler's retries of a failed delivery.
-        max_event_age_s: How long Scheduler keeps retrying one firing.
+        max_event_age_s: How long Scheduler keeps retrying one firing (an hour by default).
     """
 
-    def __init__(
-        self,
-        *,
-        group: str,
-        target_arn: str,
-        role_arn: str,
-        client_factory: Callable[[], EventBridgeSchedulerClient],
-        dlq_arn: str | None = None,
-        max_retry_attempts: int = 185,
-        max_event_age_s: int = 3_600,
-    ) -> None:
-        _check_name(group, "schedule group")
-        self.group = group
-        self.target_arn = target_arn
-        self.role_arn = role_arn
-        self.dlq_arn = dlq_arn
-        self._client_factory = client_factory
-        self._client: EventBridgeSchedulerClient | None = None
-        self._retry = {
-            "MaximumRetryAttempts": max_retry_attempts,
-            "MaximumEventAgeInSeconds": max_event_age_s,
-        }
+    default_event_age_s = 3_600
 
     @classmethod
     def from_settings(
@@ -68,38 +46,13 @@ class SchedulerScheduleHost:
         """A host on ``RELAYFLOW_RECURRING_SCHEDULE_GROUP`` targeting the drive function."""
         return cls(
             group=settings.require("recurring_schedule_group"),
-            target_arn=settings.require("drive_function_arn"),
-            role_arn=settings.require("scheduler_role_arn"),
-            dlq_arn=settings.dlq_arn,
             client_factory=client_factory,
+            **cls._drive_target(settings),
         )
-
-    def _scheduler(self) -> EventBridgeSchedulerClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
 
     def list(self, prefix: str) -> dict[str, HostedSchedule]:
         """Every schedule of the group whose name starts with ``prefix``."""
-        client = self._scheduler()
-        names: list[str] = []
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {"GroupName": self.group, "NamePrefix": prefix}
-            if token:
-                params["NextToken"] = token
-            try:
-                page = client.list_schedules(**params)
-            except Exception as exc:
-                _reraise(exc, f"listing schedules of {self.group}")
-            names.extend(
-                item["Name"]
-                for item in page.get("Schedules", [])
-                if item["Name"].startswith(prefix)
-            )
-            token = page.get("NextToken")
-            if not token:
-                break
+        names = self._schedule_names(prefix, f"listing schedules of {self.group}")
         out: dict[str, HostedSchedule] = {}
         for name in names:
             hosted = self.get(name)
@@ -109,12 +62,9 @@ class SchedulerScheduleHost:
 
     def get(self, name: str) -> HostedSchedule | None:
         """The hosted schedule ``name``, or None."""
-        try:
-            found = self._scheduler().get_schedule(Name=name, GroupName=self.group)
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                return None
-            _reraise(exc, f"reading schedule {name}")
+        found = self._read_schedule(name, f"reading schedule {name}")
+        if found is None:
+            return None
         try:
             payload = json.loads(found.get("Target", {}).get("Input") or "{}")
         except ValueError:
@@ -134,42 +84,16 @@ class SchedulerScheduleHost:
 
     def put(self, schedule: HostedSchedule) -> None:
         """Create the schedule, or update it when it exists."""
-        params = self._params(schedule)
-        client = self._scheduler()
-        try:
-            client.create_schedule(**params)
-            return
-        except Exception as exc:
-            if not is_aws_error(exc) or error_code(exc) != "ConflictException":
-                _reraise(exc, f"creating schedule {schedule.name}")
-        try:
-            client.update_schedule(**params)
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                client.create_schedule(**params)  # a one-shot fired and deleted itself meanwhile
-                return
-            _reraise(exc, f"updating schedule {schedule.name}")
+        self._put_schedule(self._params(schedule), f"writing schedule {schedule.name}")
 
     def delete(self, name: str) -> None:
         """Delete ``name``; a missing one counts as deleted."""
-        try:
-            self._scheduler().delete_schedule(Name=name, GroupName=self.group)
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ResourceNotFoundException":
-                return
-            _reraise(exc, f"deleting schedule {name}")
+        self._delete_schedule(name, f"deleting schedule {name}")
 
     def _params(self, schedule: HostedSchedule) -> dict[str, Any]:
-        _check_name(schedule.name, "schedule name")
+        check_name(schedule.name, "schedule name")
         payload = {**schedule.payload, "scheduledTime": SCHEDULED_TIME}
-        target: dict[str, Any] = {
-            "Arn": self.target_arn,
-            "RoleArn": self.role_arn,
-            "Input": json.dumps(payload, separators=(",", ":"), sort_keys=True),
-            "RetryPolicy": dict(self._retry),
-        }
-        if self.dlq_arn:
-            target["DeadLetterConfig"] = {"Arn": self.dlq_arn}
+        target = self._target(json.dumps(payload, separators=(",", ":"), sort_keys=True))
         params: dict[str, Any] = {
             "Name": schedule.name,
             "GroupName": self.group,

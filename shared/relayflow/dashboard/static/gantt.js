@@ -50,6 +50,16 @@ function barClass(entry, finished) {
   return `bar-${entry.outcome}`;
 }
 
+// A timed-out attempt whose code ran on: the run recorded when that code returned or raised.
+function overran(entry) {
+  return entry.type === "step" && typeof entry.abandonedEndedAt === "number" && !isOpen(entry);
+}
+
+function describeOverrun(entry) {
+  return `step ${entry.id}, attempt ${entry.attempt ?? 1}: given up at its timeout, its code ran on ` +
+    `${formatDuration(entry.abandonedEndedAt - entry.endedAt)} more and ${entry.abandonedOutcome || "ended"} at ${formatTime(entry.abandonedEndedAt)}`;
+}
+
 function describe(entry, finished) {
   const what = entry.type === "step" ? `step ${entry.id}, attempt ${entry.attempt ?? 1}` : `${waitKind(entry)} wait ${entry.id}`;
   const open = finished ? "never ended: the run ended first" : "still open";
@@ -64,7 +74,7 @@ export function ganttChart(entries, { start, end, finished = false, width = 900 
   const plot = Math.max(200, width - labelWidth - 16);
   const t0 = start;
   let t1 = end;
-  for (const entry of entries) t1 = Math.max(t1, entry.endedAt ?? entry.startedAt);
+  for (const entry of entries) t1 = Math.max(t1, entry.endedAt ?? entry.startedAt, overran(entry) ? entry.abandonedEndedAt : 0);
   const span = Math.max(1, t1 - t0);
   const x = (t) => labelWidth + ((t - t0) / span) * plot;
   const height = AXIS + list.length * ROW + 6;
@@ -89,6 +99,11 @@ export function ganttChart(entries, { start, end, finished = false, width = 900 
       const startX = x(entry.startedAt);
       const endX = x(open ? t1 : entry.endedAt);
       const w = Math.max(3, endX - startX);
+      if (overran(entry)) {
+        // Drawn first, under the attempt's own bar: a faint tail to when its code really ended.
+        group.append(svg("rect", { class: "bar-overrun", x: endX, y: y + 5, width: Math.max(2, x(entry.abandonedEndedAt) - endX), height: BAR - 4, rx: 2 },
+          svg("title", {}, describeOverrun(entry))));
+      }
       group.append(svg("rect", { class: barClass(entry, finished), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
         svg("title", {}, describe(entry, finished))));
       if (entry.type === "step" && (entry.attempt ?? 1) > 1) {
@@ -109,7 +124,8 @@ export function legend() {
   return h("div", { class: "legend", "aria-hidden": "true" },
     item("ok", "step ok"), item("err", "step failed ✕"), item("retrying", "failed, retried"),
     item("started", "step running"), item("wait", "wait resolved"), item("pending", "wait pending"),
-    item("abandoned", "never ended (the run ended first)"));
+    item("abandoned", "never ended (the run ended first)"),
+    item("overrun", "timed out, its code ran on"));
 }
 
 export function timelineTable(entries) {
@@ -120,5 +136,6 @@ export function timelineTable(entries) {
       h("td", {}, e.outcome),
       h("td", {}, formatTime(e.startedAt)),
       h("td", {}, isOpen(e) ? "open" : formatDuration(e.endedAt - e.startedAt)),
-      h("td", {}, e.error ? `${e.error.code || ""}: ${e.error.message || ""}` : e.source || ""))))));
+      h("td", {}, [e.error ? `${e.error.code || ""}: ${e.error.message || ""}` : e.source || "",
+        overran(e) ? ` — its code ran on: ${e.abandonedOutcome || "ended"} at ${formatTime(e.abandonedEndedAt)}` : ""].join("")))))));
 }

@@ -11,7 +11,6 @@ is compacted).
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,7 +93,7 @@ def page_items(
             tables.PK: run_items.s(run_id),
             tables.SK: run_items.s(page_sk(commit, index)),
             "n": run_items.n(len(bodies)),
-            "z": {"B": zlib.compress(body)},
+            "z": {"B": run_items.pack(body)},
         }
         if index == 0 and prev is not None:
             item["prev"] = run_items.s(prev)
@@ -153,7 +152,7 @@ def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]
         found = sets[commit]
         for index in range(len(found)):
             chain.append(page_sk(commit, index))
-            body = zlib.decompress(bytes(found[index]["z"]["B"]))
+            body = run_items.unpack(found[index]["z"]["B"])
             stored += len(body)
             for entry in json.loads(body):
                 part = (entry[0], entry[1])

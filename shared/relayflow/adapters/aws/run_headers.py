@@ -11,7 +11,7 @@ import json
 import secrets
 from typing import Any
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import run_items, run_pages, tables
 from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
 from relayflow.adapters.aws.run_state import RunState, StoredField
 from relayflow.core.record import RunRecord
@@ -107,6 +107,8 @@ class HeaderCodec:
             item["refs"] = {"M": {key: run_items.s(f.ref) for key, f in state.fields.items()}}
         if state.head is not None:
             item["head"] = run_items.s(state.head)
+        if state.inline:
+            item["i"] = {"B": run_items.pack(run_pages.body(state.inline))}
         if state.wake_index is not None:
             item[tables.WAKE_SHARD_KEY] = run_items.s(wake_shard(record.id))
             item[tables.WAKE_AT] = run_items.n(state.wake_index)

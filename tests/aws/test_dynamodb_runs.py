@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic_core
 import pytest
 from aws_fakes import DictStore
 from run_store_support import (
@@ -23,7 +26,7 @@ from run_store_support import (
     with_steps,
 )
 
-from relayflow.adapters.aws import tables
+from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.memory.runs import InMemoryRunStore
@@ -95,6 +98,55 @@ def test_insert_then_get_round_trips_every_field(
     assert list(loaded.journal.step_results) == list(record.journal.step_results)
     assert list(loaded.streams) == ["log", "empty"]
     assert store.get("run-1") == loaded
+
+
+def test_a_run_stored_in_the_earlier_header_layout_reads_back(clients: AwsClients) -> None:
+    """Headers holding every field in their document, and blobs compressed without the
+    preset dictionary, as earlier versions wrote them."""
+    record = rich_record().model_copy(update={"version": 3})
+    body = (
+        b"["
+        + b",".join(
+            run_items.encode_json([part[0], part[1], json.loads(run_items.encode(obj))]).encode()
+            for part, obj in run_items.iter_parts(record)
+        )
+        + b"]"
+    )
+    commit = "000000000003.0a0b0c0d"
+    page = {
+        "pk": {"S": "run-1"},
+        "sk": {"S": f"g#{commit}#0000"},
+        "n": {"N": "1"},
+        "z": {"B": zlib.compress(body)},
+    }
+    doc = pydantic_core.to_json(record, by_alias=True, exclude=run_items.HEADER_EXCLUDE)
+    header = {
+        "pk": {"S": "run-1"},
+        "sk": {"S": "#run"},
+        "runId": {"S": "run-1"},
+        "workflowId": {"S": record.workflow_id},
+        "status": {"S": record.status},
+        "environment": {"S": record.environment},
+        "tags": {"L": [{"S": tag} for tag in record.tags]},
+        "startedAt": {"N": str(record.started_at)},
+        "version": {"N": "3"},
+        "gTime": {"S": f"{record.started_at:015d}#run-1"},
+        "gWorkflow": {"S": record.workflow_id},
+        "gStatus": {"S": "live"},
+        "gEnvironment": {"S": record.environment},
+        "z": {"B": zlib.compress(doc)},
+        "w": {"S": "0a0b0c0d"},
+        "head": {"S": commit},
+    }
+    for item in (page, header):
+        clients.dynamodb().put_item(TableName=TABLE, Item=item)
+    loaded = fresh_get(clients)
+    assert loaded == record
+    store = DynamoDBRunStore(TABLE, client_factory=clients.dynamodb)
+    again = store.get("run-1")
+    assert again is not None
+    saved = store.save(with_step(again, 9), expected_version=3)
+    assert fresh_get(clients) == saved
 
 
 def test_get_of_an_unknown_run_is_none(store: DynamoDBRunStore) -> None:

@@ -1,11 +1,13 @@
 """DynamoDB run store: a versioned header item per run plus pages of its journal entries.
 
-A save writes the entries that changed as a page set (plain writes under a key no other write
-uses), then the header that makes them visible, conditional on its version (or on not
-existing, for inserts). Readers follow the header to its pages and ignore any other, so a save
-whose header write fails leaves the run exactly as it was. A save that changes no entry is
-one conditional ``PutItem``. Listing uses the workflow/status/environment indexes with opaque
-cursors; the sparse wake-time index serves the sweeper.
+A save's changed entries ride in the header itself while it stays within one write unit;
+otherwise they (with those the header held) are written as a page set (plain writes under a
+key no other write uses) before the header that makes them visible. The header write is
+conditional on its version (or on not existing, for inserts). Readers follow the header to
+its pages and ignore any other, so a save whose header write fails leaves the run exactly as
+it was. A save that changes no entry, or whose entries fit in the header, is one conditional
+``PutItem``. Listing uses the workflow/status/environment indexes with opaque cursors; the
+sparse wake-time index serves the sweeper.
 
 The same partition holds the run's checkpoint log (``log#<seq>`` items, written by step hosts
 through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them. The README's
@@ -289,7 +291,8 @@ class DynamoDBRunStore:
         return saved
 
     def _write(self, record: RunRecord, old: RunState, *, insert: bool) -> RunState:
-        """Write the pages of what changed, then the conditional header; returns the state."""
+        """Write what changed (inline in the header, or as pages first), then the conditional
+        header; returns the state."""
         run_id = record.id
         expires = self._expiry(record)
         change = diff(record, old, lambda part, data: self._offload(run_id, part, data))

@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 
 from bench import workloads
-from bench.aws_meter import PricedWrite
+from bench.aws_meter import PricedWrite, Tally
 from bench.moto_stack import MotoStack
 
 
@@ -25,17 +25,18 @@ def kind_of(write: PricedWrite) -> str:
     return name.split("#", 1)[0] + "#"
 
 
-def trace(steps: int) -> list[PricedWrite]:
-    """The priced writes of one sleepy run of ``steps`` steps."""
+def trace(steps: int) -> tuple[list[PricedWrite], Tally]:
+    """The priced writes of one sleepy run of ``steps`` steps, and the meter's totals."""
     writes: list[PricedWrite] = []
     with MotoStack(on_write=writes.append) as stack:
         stack.run(workloads.SLEEPY, {"steps": steps})
-    return writes
+        tally, _ = stack.take()
+    return writes, tally
 
 
 def main(argv: list[str]) -> None:
     steps = int(argv[0]) if argv else 6
-    writes = trace(steps)
+    writes, _ = trace(steps)
     table: Counter[str] = Counter()
     index: Counter[str] = Counter()
     for w in writes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,20 @@ class TableSpec:
         if index.projection == "INCLUDE":
             names |= set(index.projected)
         return {name: value for name, value in item.items() if name in names}
+
+
+@dataclass(frozen=True)
+class PricedWrite:
+    """One item write as the meter priced it (for tracing where write units go)."""
+
+    operation: str
+    table: str
+    key: tuple[str, ...]
+    old_size: int
+    new_size: int | None
+    table_units: int
+    index_units: dict[str, int]
+    failed: bool
 
 
 @dataclass
@@ -160,9 +174,16 @@ class AwsMeter:
         tables: The schema of each DynamoDB table by name.
     """
 
-    def __init__(self, session: Any, tables: Mapping[str, TableSpec]) -> None:
+    def __init__(
+        self,
+        session: Any,
+        tables: Mapping[str, TableSpec],
+        on_write: Callable[[PricedWrite], None] | None = None,
+    ) -> None:
         self.tables = dict(tables)
         self.tally = Tally()
+        self.on_write = on_write
+        self._operation = ""
         self._shadow: dict[str, dict[tuple[str, ...], Item]] = {name: {} for name in tables}
         events = session.events
         events.register("before-parameter-build", self._keep_params)
@@ -200,6 +221,7 @@ class AwsMeter:
     # ---- DynamoDB pricing ------------------------------------------------------------------
 
     def _dynamodb(self, operation: str, params: dict[str, Any], parsed: Any, failed: bool) -> None:
+        self._operation = operation
         if operation == "PutItem":
             self._put(params["TableName"], params["Item"], failed, transactional=False)
         elif operation == "DeleteItem":
@@ -252,9 +274,23 @@ class AwsMeter:
         if new is not None:
             self.tally.largest_item = max(self.tally.largest_item, item_size(new))
         spec = self.tables.get(table)
+        by_index = {} if failed or spec is None else _units_by_index(spec, old, new)
+        if self.on_write is not None:
+            self.on_write(
+                PricedWrite(
+                    operation=self._operation,
+                    table=table,
+                    key=tuple(str(v) for v in key.values()) if spec is None else spec.key_of(key),
+                    old_size=item_size(old or {}),
+                    new_size=None if new is None else item_size(new),
+                    table_units=2 * units if transactional else units,
+                    index_units=by_index,
+                    failed=failed,
+                )
+            )
         if failed or spec is None:
             return
-        self.tally.index_write_units += _index_units(spec, old, new)
+        self.tally.index_write_units += sum(by_index.values())
         if new is None:
             self._shadow[table].pop(spec.key_of(key), None)
         else:
@@ -294,22 +330,22 @@ class AwsMeter:
                 )
 
 
-def _index_units(spec: TableSpec, old: Item | None, new: Item | None) -> int:
-    units = 0
+def _units_by_index(spec: TableSpec, old: Item | None, new: Item | None) -> dict[str, int]:
+    units: dict[str, int] = {}
     for index in spec.indexes:
         before = spec.index_entry(index, old)
         after = spec.index_entry(index, new)
         if before is None and after is None:
             continue
         if before is None and after is not None:
-            units += write_units(item_size(after))
+            units[index.name] = write_units(item_size(after))
         elif after is None and before is not None:
-            units += write_units(item_size(before))
+            units[index.name] = write_units(item_size(before))
         elif before is not None and after is not None:
             if any(before.get(k) != after.get(k) for k in index.keys):
-                units += write_units(item_size(before)) + write_units(item_size(after))
+                units[index.name] = write_units(item_size(before)) + write_units(item_size(after))
             elif before != after:
-                units += write_units(item_size(after))
+                units[index.name] = write_units(item_size(after))
     return units
 
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import json
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ import botocore.loaders
 import botocore.session
 
 from bench import workloads  # registers the benchmark workflows
-from bench.aws_meter import AwsMeter, Tally, table_specs
+from bench.aws_meter import AwsMeter, PricedWrite, Tally, table_specs
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import SchedulerAlarmClock
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
@@ -191,6 +191,7 @@ class MotoStack:
             before the next one runs; None: the default, 5 s of work per invocation).
         cold_drives: Build a new driver (empty caches, as in a new Lambda container) before
             each alarm is delivered.
+        on_write: Called with every DynamoDB item write the meter prices.
     """
 
     def __init__(
@@ -199,8 +200,10 @@ class MotoStack:
         *,
         checkpoint_interval_ms: int | None = None,
         cold_drives: bool = False,
+        on_write: Callable[[PricedWrite], None] | None = None,
     ) -> None:
         self._services = services
+        self._on_write = on_write
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._cold_drives = cold_drives
         self._exits = contextlib.ExitStack()
@@ -231,6 +234,7 @@ class MotoStack:
                     (SETTINGS.require("manifests_table"), tables.MANIFESTS_TABLE),
                 ]
             ),
+            on_write=self._on_write,
         )
         self.clients = AwsClients(session=session, region=REGION)
         tables.create_resources(self.clients, SETTINGS)

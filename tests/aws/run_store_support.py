@@ -3,6 +3,8 @@ meter of the DynamoDB requests a store makes."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections import Counter
 from typing import Any
@@ -15,6 +17,8 @@ from relayflow.protocol import StepAttempt, StepJournalEntry
 
 TABLE = "runs"
 T0 = 1_767_225_600_000
+#: A step output this large (and noisy) does not fit in the header: its save writes a page.
+PAGED = 1_500
 
 
 class FixedClock:
@@ -34,29 +38,44 @@ def new_record(run_id: str = "run-1", **fields: Any) -> RunRecord:
     return RunRecord(**base)
 
 
-def step(i: int, size: int = 40) -> StepJournalEntry:
+def noise(seed: int, size: int) -> str:
+    """``size`` characters that do not compress (as random step outputs do not)."""
+    data = b"".join(
+        hashlib.sha256(f"{seed}:{block}".encode()).digest() for block in range(size // 32 + 1)
+    )
+    return base64.b64encode(data).decode()[:size]
+
+
+def step(i: int, size: int = 40, *, noisy: bool = False) -> StepJournalEntry:
     return StepJournalEntry(
         status="ok",
-        output={"i": i, "pad": "x" * size},
+        output={"i": i, "pad": noise(i, size) if noisy else "x" * size},
         started_at=T0 + i,
         finished_at=T0 + i + 1,
         attempts=[StepAttempt(attempt=1, status="ok", started_at=T0 + i, finished_at=T0 + i + 1)],
     )
 
 
-def with_steps(record: RunRecord, steps: range, size: int = 40) -> RunRecord:
+def with_steps(
+    record: RunRecord, steps: range, size: int = 40, *, noisy: bool = False
+) -> RunRecord:
     """``record`` with the steps in ``steps`` added (entries replaced, never edited)."""
     journal = record.journal.model_copy(update={"step_results": dict(record.journal.step_results)})
     for i in steps:
-        journal.step_results[f"step-{i}"] = step(i, size)
+        journal.step_results[f"step-{i}"] = step(i, size, noisy=noisy)
     last = steps[-1] if len(steps) else 0
     return record.model_copy(
         update={"journal": journal, "invocation_count": last + 1, "wake_at": T0 + last}
     )
 
 
-def with_step(record: RunRecord, i: int, size: int = 40) -> RunRecord:
-    return with_steps(record, range(i, i + 1), size)
+def with_step(record: RunRecord, i: int, size: int = 40, *, noisy: bool = False) -> RunRecord:
+    return with_steps(record, range(i, i + 1), size, noisy=noisy)
+
+
+def with_paged_step(record: RunRecord, i: int) -> RunRecord:
+    """``record`` with a step too large to ride in the header (its save writes a page)."""
+    return with_step(record, i, PAGED, noisy=True)
 
 
 def grow(store: DynamoDBRunStore, record: RunRecord, steps: int, chunk: int = 95) -> RunRecord:

@@ -12,11 +12,13 @@ from run_store_support import (
     TABLE,
     FixedClock,
     Metered,
+    all_items,
     fresh_get,
     grow,
     new_record,
     page_items,
     step,
+    with_paged_step,
     with_step,
     with_steps,
 )
@@ -68,15 +70,36 @@ def test_a_checkpoint_costs_the_same_at_step_100_and_step_1000(
 ) -> None:
     costs = []
     for run_id, steps in (("short", 100), ("long", 1000)):
-        record = grow(store, store.try_insert(new_record(run_id)), steps - 10)
+        record = grow(store, store.try_insert(new_record(run_id)), steps - 11)
+        # The first page written also takes along what the last growing save left inline.
+        record = store.save(with_paged_step(record, steps - 11), expected_version=record.version)
         with Metered(clients) as meter:
             for i in range(steps - 10, steps):
-                record = store.save(with_step(record, i, size=300), expected_version=record.version)
+                record = store.save(with_paged_step(record, i), expected_version=record.version)
         costs.append((dict(meter.calls), meter.units))
     assert costs[0] == costs[1]
     calls, units = costs[1]
     assert calls == {"BatchWriteItem": 10, "PutItem": 10}, "one page, then the header"
-    assert units == 20
+    assert units == 30, "a page of 2 write units (the step is 1.5 KB), then the header"
+
+
+def test_small_entries_ride_in_the_header_until_it_fills(
+    store: DynamoDBRunStore, clients: AwsClients
+) -> None:
+    record = store.try_insert(new_record())
+    calls: list[dict[str, int]] = []
+    for i in range(8):
+        with Metered(clients) as meter:
+            record = store.save(with_step(record, i, 200, noisy=True), expected_version=i + 1)
+        calls.append(dict(meter.calls))
+        header = next(item for item in all_items(clients, "run-1") if item["sk"]["S"] == "#run")
+        assert item_size(header) <= 1024, "the header stays within one write unit"
+        assert fresh_get(clients) == record
+    assert calls[0] == {"PutItem": 1}, "the first small step rides in the header"
+    flushes = [i for i, made in enumerate(calls) if made.get("BatchWriteItem")]
+    assert flushes and all(calls[i] == {"PutItem": 1, "BatchWriteItem": 1} for i in flushes)
+    assert len(flushes) < len(calls) / 2, "a page holds the entries of several saves"
+    assert len(page_items(clients, "run-1")) == len(flushes)
 
 
 def test_a_save_with_no_new_entry_is_one_conditional_put(
@@ -142,8 +165,8 @@ def test_trimming_the_oldest_ids_writes_only_the_change(
     )
     with Metered(clients) as meter:
         store.save(trimmed, expected_version=1)
-    assert dict(meter.calls) == {"BatchWriteItem": 1, "PutItem": 1}
-    assert meter.items == 2, "one page (a new id, ten removals) and the header"
+    assert dict(meter.calls) == {"PutItem": 1}
+    assert meter.items == 1, "the header, with the change inline (a new id, ten removals)"
     loaded = fresh_get(clients)
     assert loaded is not None
     assert loaded.seen_injection_ids == trimmed.seen_injection_ids
@@ -188,11 +211,13 @@ def test_a_save_encodes_only_the_entries_that_changed(
 def test_a_failed_header_write_leaves_the_run_as_it_was(
     store: DynamoDBRunStore, clients: AwsClients
 ) -> None:
-    record = store.save(with_steps(store.try_insert(new_record()), range(5)), expected_version=1)
+    record = store.save(
+        with_steps(store.try_insert(new_record()), range(5), 300, noisy=True), expected_version=1
+    )
     stale = store.get("run-1")
     assert stale is not None
     other = DynamoDBRunStore(TABLE, client_factory=clients.dynamodb)
-    other.save(with_step(fresh_get(clients), 99), expected_version=2)  # type: ignore[arg-type]
+    other.save(with_paged_step(fresh_get(clients), 99), expected_version=2)  # type: ignore[arg-type]
     with pytest.raises(StaleRunError):
         store.save(with_steps(stale, range(5, 400)), expected_version=2)
     final = fresh_get(clients)
@@ -205,7 +230,9 @@ def test_a_failed_header_write_leaves_the_run_as_it_was(
 def test_a_save_interrupted_before_its_header_is_invisible(
     store: DynamoDBRunStore, clients: AwsClients, operation: str
 ) -> None:
-    record = store.save(with_steps(store.try_insert(new_record()), range(5)), expected_version=1)
+    record = store.save(
+        with_steps(store.try_insert(new_record()), range(5), 300, noisy=True), expected_version=1
+    )
     with CrashAt(clients, operation), pytest.raises(Crash):
         store.save(with_steps(record, range(5, 300)), expected_version=2)
     left = {item["sk"]["S"] for item in page_items(clients, "run-1")}
@@ -213,14 +240,14 @@ def test_a_save_interrupted_before_its_header_is_invisible(
     loaded = survivor.get("run-1")
     assert loaded == record
     assert loaded is not None
-    saved = survivor.save(with_step(loaded, 7), expected_version=2)
+    saved = survivor.save(with_paged_step(loaded, 7), expected_version=2)
     assert fresh_get(clients) == saved
     # Once the run moved past the dead write's version, the next process to read the run
     # removes what it left with its first save.
     later = DynamoDBRunStore(TABLE, client_factory=clients.dynamodb)
     again = later.get("run-1")
     assert again is not None
-    later.save(with_step(again, 8), expected_version=3)
+    later.save(with_paged_step(again, 8), expected_version=3)
     remaining = {item["sk"]["S"] for item in page_items(clients, "run-1")}
     assert len(remaining) == 3
     assert (left - remaining) == (set() if operation == "BatchWriteItem" else left - {min(left)})
@@ -242,7 +269,7 @@ def test_a_header_write_applied_by_an_earlier_attempt_counts_as_done(
 
     store = DynamoDBRunStore(TABLE, client_factory=lambda: cast(Any, Twice()))
     record = store.try_insert(new_record())
-    saved = store.save(with_steps(record, range(3)), expected_version=1)
+    saved = store.save(with_steps(record, range(3), 300, noisy=True), expected_version=1)
     assert fresh_get(clients) == saved
     assert len(page_items(clients, "run-1")) == 1
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic_core
 import pytest
 from aws_fakes import DictStore
 from run_store_support import (
@@ -18,11 +21,12 @@ from run_store_support import (
     new_record,
     page_items,
     step,
+    with_paged_step,
     with_step,
     with_steps,
 )
 
-from relayflow.adapters.aws import tables
+from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.memory.runs import InMemoryRunStore
@@ -96,6 +100,55 @@ def test_insert_then_get_round_trips_every_field(
     assert store.get("run-1") == loaded
 
 
+def test_a_run_stored_in_the_earlier_header_layout_reads_back(clients: AwsClients) -> None:
+    """Headers holding every field in their document, and blobs compressed without the
+    preset dictionary, as earlier versions wrote them."""
+    record = rich_record().model_copy(update={"version": 3})
+    body = (
+        b"["
+        + b",".join(
+            run_items.encode_json([part[0], part[1], json.loads(run_items.encode(obj))]).encode()
+            for part, obj in run_items.iter_parts(record)
+        )
+        + b"]"
+    )
+    commit = "000000000003.0a0b0c0d"
+    page = {
+        "pk": {"S": "run-1"},
+        "sk": {"S": f"g#{commit}#0000"},
+        "n": {"N": "1"},
+        "z": {"B": zlib.compress(body)},
+    }
+    doc = pydantic_core.to_json(record, by_alias=True, exclude=run_items.HEADER_EXCLUDE)
+    header = {
+        "pk": {"S": "run-1"},
+        "sk": {"S": "#run"},
+        "runId": {"S": "run-1"},
+        "workflowId": {"S": record.workflow_id},
+        "status": {"S": record.status},
+        "environment": {"S": record.environment},
+        "tags": {"L": [{"S": tag} for tag in record.tags]},
+        "startedAt": {"N": str(record.started_at)},
+        "version": {"N": "3"},
+        "gTime": {"S": f"{record.started_at:015d}#run-1"},
+        "gWorkflow": {"S": record.workflow_id},
+        "gStatus": {"S": "live"},
+        "gEnvironment": {"S": record.environment},
+        "z": {"B": zlib.compress(doc)},
+        "w": {"S": "0a0b0c0d"},
+        "head": {"S": commit},
+    }
+    for item in (page, header):
+        clients.dynamodb().put_item(TableName=TABLE, Item=item)
+    loaded = fresh_get(clients)
+    assert loaded == record
+    store = DynamoDBRunStore(TABLE, client_factory=clients.dynamodb)
+    again = store.get("run-1")
+    assert again is not None
+    saved = store.save(with_step(again, 9), expected_version=3)
+    assert fresh_get(clients) == saved
+
+
 def test_get_of_an_unknown_run_is_none(store: DynamoDBRunStore) -> None:
     assert store.get("nope") is None
 
@@ -111,9 +164,9 @@ def test_second_insert_returns_the_existing_run(store: DynamoDBRunStore) -> None
 def test_existing_run_comes_back_with_its_entries(
     store: DynamoDBRunStore, clients: AwsClients
 ) -> None:
-    store.try_insert(rich_record())
+    store.try_insert(with_paged_step(rich_record(), 1))
     with pytest.raises(RunAlreadyExistsError) as caught:
-        store.try_insert(with_step(new_record(), 7))
+        store.try_insert(with_paged_step(new_record(), 7))
     assert "charge" in caught.value.existing.journal.step_results
     assert "step-7" not in caught.value.existing.journal.step_results
     # The refused insert's own pages are gone: only the first run's remain.
@@ -136,9 +189,9 @@ def test_a_lost_race_between_two_processes_never_overwrites(clients: AwsClients)
     seen_by_a = a.get("run-1")
     seen_by_b = b.get("run-1")
     assert seen_by_a is not None and seen_by_b is not None
-    a.save(with_step(seen_by_a, 0), expected_version=1)
+    a.save(with_paged_step(seen_by_a, 0), expected_version=1)
     with pytest.raises(StaleRunError):
-        b.save(with_step(seen_by_b, 7), expected_version=1)
+        b.save(with_paged_step(seen_by_b, 7), expected_version=1)
     final = fresh_get(clients)
     assert final is not None
     assert list(final.journal.step_results) == ["step-0"]
@@ -235,9 +288,10 @@ def test_finished_runs_expire_with_all_their_items_stamped_once(
     store: DynamoDBRunStore, clients: AwsClients
 ) -> None:
     record = store.try_insert(rich_record())
-    record = store.save(with_step(record, 1), expected_version=1)
+    record = store.save(with_paged_step(record, 1), expected_version=1)
+    record = store.save(with_paged_step(record, 2), expected_version=2)
     with Metered(clients) as meter:
-        done = store.save(finished(record), expected_version=2)
+        done = store.save(finished(record), expected_version=3)
     # The header, then the two pages written before the end, stamped in one request.
     assert dict(meter.calls) == {"PutItem": 1, "Query": 1, "BatchWriteItem": 1}
     assert meter.items == 1 + 2
@@ -245,7 +299,7 @@ def test_finished_runs_expire_with_all_their_items_stamped_once(
     assert {item["expiresAt"]["N"] for item in items} == {EXPIRES}
     assert "xp" in next(i for i in items if i["sk"]["S"] == "#run")
     with Metered(clients) as meter:
-        store.save(done.model_copy(update={"lease": None}), expected_version=3)
+        store.save(done.model_copy(update={"lease": None}), expected_version=4)
     assert dict(meter.calls) == {"PutItem": 1}, "releasing the lease stamps nothing again"
     header = next(i for i in all_items(clients, "run-1") if i["sk"]["S"] == "#run")
     assert "xp" not in header and header["expiresAt"]["N"] == EXPIRES
@@ -256,7 +310,7 @@ def test_a_run_ending_in_its_first_page_write_needs_no_stamping(
 ) -> None:
     record = store.try_insert(new_record())
     with Metered(clients) as meter:
-        store.save(finished(with_steps(record, range(20))), expected_version=1)
+        store.save(finished(with_steps(record, range(20), 300, noisy=True)), expected_version=1)
     assert dict(meter.calls) == {"BatchWriteItem": 1, "PutItem": 1}
     assert {item["expiresAt"]["N"] for item in all_items(clients, "run-1")} == {EXPIRES}
 
@@ -264,7 +318,7 @@ def test_a_run_ending_in_its_first_page_write_needs_no_stamping(
 def test_expiry_left_unfinished_by_a_crash_is_finished_by_the_next_reader(
     store: DynamoDBRunStore, clients: AwsClients
 ) -> None:
-    record = store.save(with_step(store.try_insert(new_record()), 1), expected_version=1)
+    record = store.save(with_paged_step(store.try_insert(new_record()), 1), expected_version=1)
 
     class Crash(BaseException):
         pass
@@ -295,6 +349,16 @@ def test_due_runs_come_from_the_sparse_wake_index(store: DynamoDBRunStore) -> No
     for before, limit in [(T0 + 30, 100), (T0 + 1000, 2), (T0, 10), (T0 + 1000, 100)]:
         assert store.due_runs(before, limit) == memory.due_runs(before, limit)
     assert store.due_runs(T0 + 30) == ["run-1", "run-5", "run-3"]
+
+
+def test_a_run_parked_again_is_due_at_its_new_wake_time(store: DynamoDBRunStore) -> None:
+    record = store.try_insert(new_record(wake_at=T0 + 10))
+    assert store.due_runs(T0 + 10) == ["run-1"]
+    later = store.save(record.model_copy(update={"wake_at": T0 + 500}), expected_version=1)
+    assert store.due_runs(T0 + 10) == [], "the header's wake time decides, not the index"
+    assert store.due_runs(T0 + 500) == ["run-1"]
+    store.save(later.model_copy(update={"wake_at": None}), expected_version=2)
+    assert store.due_runs(T0 + 10**9) == []
 
 
 def _all_pages(store: Any, query: RunQuery) -> list[list[str]]:

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests
+from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, write_trace
 from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
 from bench.table import Row, render
 from relayflow.adapters.aws.run_items import item_size
@@ -48,6 +48,14 @@ def test_a_sparse_index_has_no_entry_without_its_keys() -> None:
         "pk": {"S": "a"},
         "wake": {"N": "1"},
     }
+
+
+def test_the_write_trace_prices_each_item_of_a_sleepy_run() -> None:
+    writes, tally = write_trace.trace(3)
+    kinds = {write_trace.kind_of(w) for w in writes if w.table.endswith("runs")}
+    assert {"#run", "log#"} <= kinds
+    assert sum(w.table_units for w in writes) == tally.table_write_units
+    assert sum(sum(w.index_units.values()) for w in writes) == tally.index_write_units
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import secrets
-import zlib
 from typing import Any
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import run_items, run_pages, tables
 from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
 from relayflow.adapters.aws.run_state import RunState, StoredField
 from relayflow.core.record import RunRecord
@@ -73,7 +72,7 @@ class HeaderCodec:
                 fields[key] = StoredField(obj, hashed, ref)
                 del doc[key]
             data = run_items.encode(doc)
-        packed = zlib.compress(data)
+        packed = run_items.pack(data)
         if len(packed) > HEADER_BUDGET:
             raise ValidationError(
                 f"run {record.id} has a header of {len(data)} bytes, too large for a DynamoDB "
@@ -92,12 +91,7 @@ class HeaderCodec:
         item: dict[str, Any] = {
             tables.PK: run_items.s(record.id),
             tables.SK: run_items.s(run_items.HEADER_SK),
-            "runId": run_items.s(record.id),
-            "workflowId": run_items.s(record.workflow_id),
             "status": run_items.s(record.status),
-            "environment": run_items.s(record.environment),
-            "tags": {"L": [run_items.s(tag) for tag in record.tags]},
-            "startedAt": run_items.n(record.started_at),
             "version": run_items.n(record.version),
             tables.TIME_KEY: run_items.s(time_key(record.started_at, record.id)),
             tables.WORKFLOW_KEY: run_items.s(record.workflow_id),
@@ -107,10 +101,14 @@ class HeaderCodec:
             # Tells this write from any other, so a retried request can recognise its own.
             "w": run_items.s(secrets.token_hex(4)),
         }
+        if record.tags:
+            item["tags"] = {"L": [run_items.s(tag) for tag in record.tags]}
         if state.fields:
             item["refs"] = {"M": {key: run_items.s(f.ref) for key, f in state.fields.items()}}
         if state.head is not None:
             item["head"] = run_items.s(state.head)
+        if state.inline:
+            item["i"] = {"B": run_items.pack(run_pages.body(state.inline))}
         if state.wake_index is not None:
             item[tables.WAKE_SHARD_KEY] = run_items.s(wake_shard(record.id))
             item[tables.WAKE_AT] = run_items.n(state.wake_index)
@@ -128,11 +126,18 @@ class HeaderCodec:
         (content hash and reference, by document key)."""
         if "z" not in header:
             raise ValidationError(
-                f"run {header.get('runId', {}).get('S')} is stored in a layout this version "
+                f"run {header.get(tables.PK, {}).get('S')} is stored in a layout this version "
                 "of relayflow does not read (written before pages); finish it with the "
                 "version that started it"
             )
-        doc: dict[str, Any] = json.loads(zlib.decompress(bytes(header["z"]["B"])))
+        doc: dict[str, Any] = json.loads(run_items.unpack(header["z"]["B"]))
+        # Older headers hold these in the document too; the attributes are the same values.
+        doc.setdefault("id", header[tables.PK]["S"])
+        doc.setdefault("workflowId", header[tables.WORKFLOW_KEY]["S"])
+        doc.setdefault("status", header["status"]["S"])
+        doc.setdefault("environment", header[tables.ENVIRONMENT_KEY]["S"])
+        doc.setdefault("tags", [tag["S"] for tag in header.get("tags", {}).get("L", [])])
+        doc.setdefault("startedAt", int(header[tables.TIME_KEY]["S"].split("#", 1)[0]))
         fields: dict[str, tuple[bytes, str]] = {}
         for key, ref in header.get("refs", {}).get("M", {}).items():
             data = self._payload_store().get(ref["S"])

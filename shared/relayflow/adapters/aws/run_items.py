@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import operator
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
@@ -68,6 +69,9 @@ HEADER_EXCLUDE: dict[str, Any] = {
     **{attr: True for _, attr, _ in LIST_SECTIONS},
     **{attr: True for _, attr, _, _ in KEYED_SECTIONS},
 }
+#: Header document keys the header item holds as attributes of their own (for the listing
+#: indexes and their filters): the document leaves them out and reading takes them from there.
+ATTRIBUTE_KEYS: tuple[str, ...] = ("id", "workflowId", "status", "environment", "tags", "startedAt")
 #: The record attribute of each header document key.
 FIELD_OF_KEY: dict[str, str] = {
     (info.alias or name): name for name, info in RunRecord.model_fields.items()
@@ -90,11 +94,14 @@ def digest(data: bytes) -> bytes:
 
 
 def header_json(record: RunRecord, skip: Iterable[str] = ()) -> bytes:
-    """The header document of ``record`` as JSON, without the top-level keys in ``skip``."""
+    """The header document of ``record`` as JSON, without the top-level keys in ``skip``, the
+    ones held as attributes (``ATTRIBUTE_KEYS``) and fields at their default (reading fills
+    those in again), so the header item stays small."""
     exclude = dict(HEADER_EXCLUDE)
-    for key in skip:
+    for key in (*skip, *ATTRIBUTE_KEYS):
         exclude[FIELD_OF_KEY.get(key, key)] = True
-    return pydantic_core.to_json(record, by_alias=True, exclude=exclude)
+    text = record.model_dump_json(by_alias=True, exclude=exclude, exclude_defaults=True)
+    return text.encode("utf-8")
 
 
 def sources(record: RunRecord) -> Iterator[tuple[str, Any]]:
@@ -313,3 +320,44 @@ def write_units(item: Mapping[str, Mapping[str, Any]], *, transactional: bool) -
     """Write capacity units of writing ``item``: 1 per KB started, doubled in a transaction."""
     units = max(1, -(-item_size(item) // 1024))
     return units * 2 if transactional else units
+
+
+# ---- compression of stored blobs ---------------------------------------------------------------
+
+#: zlib's preset dictionary for header documents and pages: the keys and values nearly every
+#: item repeats, so a small item compresses to little more than what is its own. Never change
+#: it (stored items were compressed with it); zlib names the dictionary a blob needs, so a new
+#: one would be tried by that id. Blobs written without a dictionary read back as well.
+_DICTIONARY = (
+    b'{"input":{},"output":null,"error":{"name":"","message":"","stack":null,"retryable":false},'
+    b'"timeoutMs":null,"timeoutDeadline":null,"parent":{"runId":"","waitpointId":"invoke:"},'
+    b'"completedAt":17,"triggeredBy":{"kind":"api"},"idempotencyKey":"","runNumber":1,'
+    b'"tenantMeta":{"tenantId":"default","projectId":"default","organizationId":"default"},'
+    b'"cancelRequest":{},"dispatchRetry":{"failures":0,"nextAttemptAt":null,"lastError":null},'
+    b'"reconcileAt":null,"dirty":true,["meta","",{}],["strk","",{}],["inbx","",{"id":"evt_",'
+    b'"kind":"EVENT","key":"","payload":null,"receivedAt":17}],["chld","",{}],'
+    b'["wres","sleep:0",{"kind":"DATETIME","resolvedAt":17,"payload":null,"source":"replay",'
+    b'"matchedEventId":null,"error":null,"timedOut":null}],'
+    b'["wreg","sleep:0",{"kind":"DATETIME","registeredAt":17,"wakeAt":17,"deadline":null,'
+    b'"heartbeatDeadline":null,"name":null}],'
+    b'["step","s0",{"status":"ok","output":{},"error":null,"attempt":1,"startedAt":17,'
+    b'"finishedAt":17,"runtime":"edge","kind":"step","nextAttemptAt":null,"attempts":[{'
+    b'"attempt":1,"status":"ok","startedAt":17,"finishedAt":17,"error":null,"invocation":null,'
+    b'"logged":null}],"metadataUpdates":[],"compensables":[],"name":null}],'
+    b'{"input":{},"journal":{},"invocationCount":1,"operationsCount":2,"computeTimeMs":10,'
+    b'"pendingWaitpoints":[{"clientWaitpointId":"sleep:0","kind":"DATETIME","meta":{'
+    b'"durationMs":60000},"timeoutMs":60000}],"lease":{"owner":"drv_","expiresAt":17},'
+    b'"wakeAt":17,"alarmArmed":true,"alarmAt":17,"checkpointSeq":1,"checkpointOpen":true}'
+)
+
+
+def pack(data: bytes) -> bytes:
+    """``data`` compressed for an item (zlib with the preset dictionary)."""
+    compressor = zlib.compressobj(9, zdict=_DICTIONARY)
+    return compressor.compress(data) + compressor.flush()
+
+
+def unpack(blob: bytes) -> bytes:
+    """What :func:`pack` compressed (or plain zlib, as stored before the dictionary)."""
+    decompressor = zlib.decompressobj(zdict=_DICTIONARY)
+    return decompressor.decompress(bytes(blob)) + decompressor.flush()

@@ -1,5 +1,9 @@
 """Pages: the items holding a run's parts, several to an item, compressed.
 
+A save's new parts first ride in the header item itself (its inline entries) while the header stays
+within one write unit; the save that would push it past that moves those and its own
+parts into a page set, so a page is written once per header-full of entries, not per save.
+
 Each save that changes parts first writes a "page set" (one or more page items) under a
 commit id of its own, then the header that names it (``head``). Every set names the one
 before it (``prev``), so walking back from the header reaches exactly the committed sets;
@@ -11,7 +15,6 @@ is compacted).
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +57,8 @@ def ref_size(ref: str) -> int:
     return len(ref) + 8
 
 
-def _entry(part: run_items.PartId, data: bytes | None, ref: str | None) -> bytes:
+def encode_entry(part: run_items.PartId, data: bytes | None, ref: str | None) -> bytes:
+    """One written part as the JSON array a page (or the header's inline entries) holds."""
     head = run_items.encode_json(list(part))[:-1].encode("utf-8")
     if ref is not None:
         return head + b",null," + run_items.encode_json(ref).encode("utf-8") + b"]"
@@ -65,18 +69,27 @@ def _entry(part: run_items.PartId, data: bytes | None, ref: str | None) -> bytes
 
 def pack(entries: Iterable[Written]) -> list[bytes]:
     """The uncompressed bodies of the pages holding ``entries``, in order."""
+    return pack_encoded(encode_entry(part, data, ref) for part, data, ref in entries)
+
+
+def body(encoded: Iterable[bytes]) -> bytes:
+    """The JSON list of encoded entries (a page body, or the header's inline entries)."""
+    return b"[" + b",".join(encoded) + b"]"
+
+
+def pack_encoded(entries: Iterable[bytes]) -> list[bytes]:
+    """The uncompressed bodies of the pages holding the encoded ``entries``, in order."""
     bodies: list[bytes] = []
     current: list[bytes] = []
     size = 0
-    for part, data, ref in entries:
-        encoded = _entry(part, data, ref)
+    for encoded in entries:
         if current and size + len(encoded) + 1 > PAGE_BUDGET:
-            bodies.append(b"[" + b",".join(current) + b"]")
+            bodies.append(body(current))
             current, size = [], 0
         current.append(encoded)
         size += len(encoded) + 1
     if current:
-        bodies.append(b"[" + b",".join(current) + b"]")
+        bodies.append(body(current))
     return bodies
 
 
@@ -94,7 +107,7 @@ def page_items(
             tables.PK: run_items.s(run_id),
             tables.SK: run_items.s(page_sk(commit, index)),
             "n": run_items.n(len(bodies)),
-            "z": {"B": zlib.compress(body)},
+            "z": {"B": run_items.pack(body)},
         }
         if index == 0 and prev is not None:
             item["prev"] = run_items.s(prev)
@@ -121,17 +134,35 @@ class Decoded:
     stored: int
 
 
+def apply(parts: dict[run_items.PartId, tuple[Any, str | None]], data: bytes) -> None:
+    """Apply the entries of a page body (or the header's inline entries) to ``parts``, in order."""
+    for entry in json.loads(data):
+        part = (entry[0], entry[1])
+        if len(entry) == 2:
+            parts.pop(part, None)
+        elif len(entry) == 4:
+            parts[part] = (None, entry[3])
+        else:
+            parts[part] = (entry[2], None)
+
+
 class IncompleteChainError(Exception):
     """A page set the header reaches is missing (the run changed while it was read)."""
 
 
-def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]]) -> Decoded:
+def decode(
+    version: int,
+    head: str | None,
+    pages: Mapping[str, Mapping[str, Any]],
+    inline: bytes | None = None,
+) -> Decoded:
     """The parts of the run whose header is at ``version`` with ``head``, from its page items.
 
     Args:
         version: The header's version.
-        head: The header's newest commit id (None when the run has no parts).
+        head: The header's newest commit id (None when the run has no pages).
         pages: Page items by sort key (every ``g#`` item of the partition).
+        inline: The header's inline entries (compressed, newer than every page), if any.
     """
     sets: dict[str, dict[int, Mapping[str, Any]]] = {}
     for sk, item in pages.items():
@@ -153,16 +184,13 @@ def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]
         found = sets[commit]
         for index in range(len(found)):
             chain.append(page_sk(commit, index))
-            body = zlib.decompress(bytes(found[index]["z"]["B"]))
-            stored += len(body)
-            for entry in json.loads(body):
-                part = (entry[0], entry[1])
-                if len(entry) == 2:
-                    parts.pop(part, None)
-                elif len(entry) == 4:
-                    parts[part] = (None, entry[3])
-                else:
-                    parts[part] = (entry[2], None)
+            data = run_items.unpack(found[index]["z"]["B"])
+            stored += len(data)
+            apply(parts, data)
+    if inline is not None:
+        data = run_items.unpack(inline)
+        stored += len(data)
+        apply(parts, data)
     dead = [
         page_sk(c, i)
         for c, found in sets.items()
@@ -170,3 +198,10 @@ def decode(version: int, head: str | None, pages: Mapping[str, Mapping[str, Any]
         for i in found
     ]
     return Decoded(parts=parts, chain=chain, dead=dead, stored=stored)
+
+
+def entries_of(blob: bytes) -> list[bytes]:
+    """The encoded entries of a compressed body (the header's inline entries)."""
+    return [
+        run_items.encode_json(entry).encode("utf-8") for entry in json.loads(run_items.unpack(blob))
+    ]

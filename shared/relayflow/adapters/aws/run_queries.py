@@ -120,7 +120,7 @@ class RunIndexReader:
         chosen: list[RunRecord] = []
         while len(chosen) < count:
             size = _HEADER_BATCH if wanted is not None else count - len(chosen)
-            batch = [item["runId"]["S"] for item in itertools.islice(items, size)]
+            batch = [item[tables.PK]["S"] for item in itertools.islice(items, size)]
             if not batch:
                 break
             chosen.extend(r for r in self._headers(batch) if _matches(r, query))
@@ -172,48 +172,84 @@ class RunIndexReader:
             while pending:
                 answer = self._call("reading runs", self._db().batch_get_item, RequestItems=pending)
                 for item in answer.get("Responses", {}).get(self.table_name, []):
-                    found[item["runId"]["S"]] = self._header_record(item)
+                    found[item[tables.PK]["S"]] = self._header_record(item)
                 pending = dict(answer.get("UnprocessedKeys") or {})
         return [found[r] for r in run_ids if r in found]
 
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
         """Ids of runs whose wake time is at or before ``before_ms``, earliest first.
 
-        The index is sorted by wake-time bucket; the exact wake time it projects filters
-        the last bucket.
+        The index is sorted by wake-time bucket and projects nothing else (a run parking
+        again in the same bucket leaves its entry alone): each shard is read up to ``limit``
+        entries, whole buckets at a time, and the exact wake times come from the headers
+        (one eventually consistent read per candidate). Only the bucket holding
+        ``before_ms`` can have runs not yet due, and it is the last one read.
         """
         if limit < 1:
             return []
-        due: list[tuple[int, str]] = []
         bucket = before_ms - before_ms % tables.WAKE_BUCKET_MS
+        candidates: list[str] = []
         for shard in range(tables.WAKE_SHARDS):
-            params: dict[str, Any] = {
-                "TableName": self.table_name,
-                "IndexName": tables.INDEX_BY_WAKE_TIME,
-                "KeyConditionExpression": "#s = :s AND #b <= :bucket",
-                "FilterExpression": "#w <= :before",
-                "ExpressionAttributeNames": {
-                    "#s": tables.WAKE_SHARD_KEY,
-                    "#b": tables.WAKE_BUCKET,
-                    "#w": tables.WAKE_AT,
-                },
-                "ExpressionAttributeValues": {
-                    ":s": run_items.s(f"wake#{shard}"),
-                    ":bucket": run_items.n(bucket),
-                    ":before": run_items.n(before_ms),
-                },
-                "Limit": limit,
-            }
-            found = 0
-            while found < limit:
-                page = self._call("finding due runs", self._db().query, **params)
-                items = page.get("Items", [])
-                due.extend((int(item[tables.WAKE_AT]["N"]), item[tables.PK]["S"]) for item in items)
-                found += len(items)
-                if "LastEvaluatedKey" not in page:
-                    break
-                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            candidates.extend(self._wake_entries(f"wake#{shard}", bucket, limit))
+        due = [
+            (wake, run_id)
+            for run_id, wake in self._wake_times(candidates).items()
+            if wake <= before_ms
+        ]
         return [run_id for _, run_id in sorted(due)[:limit]]
+
+    def _wake_entries(self, shard: str, bucket: int, limit: int) -> list[str]:
+        """Run ids of one shard's entries up to ``bucket``: at least ``limit`` (when there
+        are as many), and every entry of the last bucket read."""
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": tables.INDEX_BY_WAKE_TIME,
+            "KeyConditionExpression": "#s = :s AND #b <= :bucket",
+            "ExpressionAttributeNames": {"#s": tables.WAKE_SHARD_KEY, "#b": tables.WAKE_BUCKET},
+            "ExpressionAttributeValues": {
+                ":s": run_items.s(shard),
+                ":bucket": run_items.n(bucket),
+            },
+            "Limit": limit,
+        }
+        found: list[str] = []
+        last: str | None = None
+        while True:
+            page = self._call("finding due runs", self._db().query, **params)
+            for item in page.get("Items", []):
+                at = item[tables.WAKE_BUCKET]["N"]
+                if len(found) >= limit and at != last:
+                    return found
+                found.append(item[tables.PK]["S"])
+                last = at
+            if "LastEvaluatedKey" not in page:
+                return found
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _wake_times(self, run_ids: list[str]) -> dict[str, int]:
+        """The wake time each run's header holds now (runs without one are left out)."""
+        times: dict[str, int] = {}
+        for start in range(0, len(run_ids), 100):
+            keys = [
+                {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}
+                for r in dict.fromkeys(run_ids[start : start + 100])
+            ]
+            pending: dict[str, Any] = {
+                self.table_name: {
+                    "Keys": keys,
+                    "ProjectionExpression": "#pk, #w",
+                    "ExpressionAttributeNames": {"#pk": tables.PK, "#w": tables.WAKE_AT},
+                }
+            }
+            while pending:
+                answer = self._call(
+                    "finding due runs", self._db().batch_get_item, RequestItems=pending
+                )
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    if tables.WAKE_AT in item:
+                        times[item[tables.PK]["S"]] = int(item[tables.WAKE_AT]["N"])
+                pending = dict(answer.get("UnprocessedKeys") or {})
+        return times
 
     def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:
         try:
@@ -252,7 +288,7 @@ def _plan(
             [query.workflow_id],
         )
         if query.environment is not None:
-            names["#env"] = "environment"
+            names["#env"] = tables.ENVIRONMENT_KEY
             values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     elif statuses:
@@ -262,7 +298,7 @@ def _plan(
             # Every partition read holds only runs of the statuses asked for.
             wanted = None
         if query.environment is not None:
-            names["#env"] = "environment"
+            names["#env"] = tables.ENVIRONMENT_KEY
             values[":env"] = run_items.s(query.environment)
             clauses.append("#env = :env")
     else:

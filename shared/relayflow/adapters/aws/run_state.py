@@ -52,6 +52,7 @@ class RunState:
         fields: Header fields held in the payload store, by document key.
         expiry_pending: The run ended but its pages may still lack their expiry.
         wake_index: The wake time the stored header gives the sweeper's index (None: none).
+        inline: Parts held in the header item, newer than every page (encoded page entries).
     """
 
     version: int
@@ -65,6 +66,7 @@ class RunState:
     fields: dict[str, StoredField] = field(default_factory=dict)
     expiry_pending: bool = False
     wake_index: int | None = None
+    inline: list[bytes] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:

@@ -1,11 +1,13 @@
 """DynamoDB run store: a versioned header item per run plus pages of its journal entries.
 
-A save writes the entries that changed as a page set (plain writes under a key no other write
-uses), then the header that makes them visible, conditional on its version (or on not
-existing, for inserts). Readers follow the header to its pages and ignore any other, so a save
-whose header write fails leaves the run exactly as it was. A save that changes no entry is
-one conditional ``PutItem``. Listing uses the workflow/status/environment indexes with opaque
-cursors; the sparse wake-time index serves the sweeper.
+A save's changed entries ride in the header itself while it stays within one write unit;
+otherwise they (with those the header held) are written as a page set (plain writes under a
+key no other write uses) before the header that makes them visible. The header write is
+conditional on its version (or on not existing, for inserts). Readers follow the header to
+its pages and ignore any other, so a save whose header write fails leaves the run exactly as
+it was. A save that changes no entry, or whose entries fit in the header, is one conditional
+``PutItem``. Listing uses the workflow/status/environment indexes with opaque cursors; the
+sparse wake-time index serves the sweeper.
 
 The same partition holds the run's checkpoint log (``log#<seq>`` items, written by step hosts
 through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them. The README's
@@ -42,6 +44,10 @@ _LOAD_ATTEMPTS = 5
 #: Compact a run's pages when superseded entries pass both its live bytes and this.
 _COMPACT_MIN = 256 * 1024
 _MISSING = object()
+#: The header attribute holding its inline entries (see ``run_pages``).
+_INLINE = "i"
+#: The header item may carry inline entries while it stays within one write unit.
+_INLINE_BUDGET = 1024
 
 
 class _SystemClock:
@@ -159,8 +165,9 @@ class DynamoDBRunStore:
                 return None
             version = int(header["version"]["N"])
             head = header["head"]["S"] if "head" in header else None
+            inline = header[_INLINE]["B"] if _INLINE in header else None
             try:
-                decoded = run_pages.decode(version, head, pages)
+                decoded = run_pages.decode(version, head, pages, inline)
             except run_pages.IncompleteChainError:
                 continue  # a compaction removed pages while we read: read again
             return self._state_of(header, decoded)
@@ -226,6 +233,7 @@ class DynamoDBRunStore:
             fields=stored_fields,
             expiry_pending="xp" in header,
             wake_index=int(header[tables.WAKE_AT]["N"]) if tables.WAKE_AT in header else None,
+            inline=run_pages.entries_of(header[_INLINE]["B"]) if _INLINE in header else [],
         )
 
     # ---- writes ---------------------------------------------------------------------------
@@ -250,7 +258,7 @@ class DynamoDBRunStore:
         raise StaleRunError(f"run {record.id} kept changing while it was being inserted")
 
     def _existing_from(self, run_id: str, old: dict[str, Any] | None) -> RunRecord | None:
-        if old is not None and "z" in old and "head" not in old:
+        if old is not None and "z" in old and "head" not in old and _INLINE not in old:
             return self._headers.record(old)
         return self.get(run_id)
 
@@ -283,7 +291,8 @@ class DynamoDBRunStore:
         return saved
 
     def _write(self, record: RunRecord, old: RunState, *, insert: bool) -> RunState:
-        """Write the pages of what changed, then the conditional header; returns the state."""
+        """Write what changed (inline in the header, or as pages first), then the conditional
+        header; returns the state."""
         run_id = record.id
         expires = self._expiry(record)
         change = diff(record, old, lambda part, data: self._offload(run_id, part, data))
@@ -310,36 +319,40 @@ class DynamoDBRunStore:
             wake_index=wake_index(record, old),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
+        encoded = [run_pages.encode_entry(part, data, ref) for part, data, ref in written]
+        pending = [*old.inline, *encoded]
+        new.stored += sum(len(entry) + 1 for entry in encoded)
         superseded: list[str] = []
         page_keys: list[str] = []
-        if written:
-            added = sum(
-                run_pages.entry_cost(
-                    part, len(data) if data is not None else run_pages.ref_size(ref or "")
+        prev: str | None = old.head
+        header: dict[str, Any] | None = None
+        if encoded and old.head is not None and new.stored - new.live > max(new.live, _COMPACT_MIN):
+            # Rewrite the live entries as one chain of their own; the old one goes.
+            pending = [
+                run_pages.encode_entry(
+                    part, None if p.ref is not None else run_items.encode(p.obj), p.ref
                 )
-                for part, data, ref in written
-            )
-            live = change.live
-            garbage = old.stored + added - live
-            prev: str | None = old.head
-            if old.head is not None and garbage > max(live, _COMPACT_MIN):
-                # Rewrite the live entries as one chain of their own; the old one goes.
-                written = [
-                    (part, None if p.ref is not None else run_items.encode(p.obj), p.ref)
-                    for group in new.parts.values()
-                    for part, p in group.items()
-                ]
-                prev, superseded = None, old.chain
-                new.chain, new.stored = [], 0
-            bodies = run_pages.pack(written)
+                for group in new.parts.values()
+                for part, p in group.items()
+            ]
+            prev, superseded = None, old.chain
+            new.chain, new.stored = [], sum(len(entry) + 1 for entry in pending)
+        else:
+            new.inline = pending
+            header = self._headers.item(record, packed, new, expires)
+            if pending and run_items.item_size(header) > _INLINE_BUDGET:
+                header = None
+        if header is None:
+            # The entries outgrow the header: they move to a page set of their own.
+            new.inline = []
+            bodies = run_pages.pack_encoded(pending)
             commit = run_pages.commit_id(record.version, secrets.token_hex(4))
             items = run_pages.page_items(run_id, commit, prev, bodies, expires)
             page_keys = [item[tables.SK]["S"] for item in items]
             self._upkeep.put_pages(run_id, items)
             new.head = commit
             new.chain = [*new.chain, *page_keys]
-            new.stored += sum(len(body) for body in bodies)
-        header = self._headers.item(record, packed, new, expires)
+            header = self._headers.item(record, packed, new, expires)
         try:
             self._put_header(run_id, header, insert, old.version)
         except _ConditionFailed as failed:

@@ -28,19 +28,20 @@ STATUS_KEY = "gStatus"
 ENVIRONMENT_KEY = "gEnvironment"
 WAKE_SHARD_KEY = "gWake"
 WAKE_AT = "wakeAt"
-#: The wake-time index's sort key: the wake time rounded down to ``WAKE_BUCKET_MS``. A run
-#: that parks again within the same bucket only rewrites the entry's projected ``wakeAt``
-#: (one index write) instead of moving it (a delete and a put).
+#: The wake-time index's sort key: the wake time rounded down to ``WAKE_BUCKET_MS``. The
+#: index projects nothing else, so a run that parks again within the same bucket leaves its
+#: entry as it is (no index write); the sweeper reads the exact ``wakeAt`` from the headers.
 WAKE_BUCKET = "gWakeAt"
 WAKE_BUCKET_MS = 15 * 60 * 1000
 INDEX_BY_WORKFLOW = "byWorkflow"
 INDEX_BY_STATUS = "byStatus"
 INDEX_BY_ENVIRONMENT = "byEnvironment"
 INDEX_BY_WAKE_TIME = "byWakeTime"
-#: Header attributes the listing indexes carry: only ones that never change after the insert,
-#: so a save rewrites an index entry only when its key changes. Filters on them run in the
-#: query; a status filter runs on the headers the listing reads anyway.
-LISTING_ATTRIBUTES = ["runId", "environment", "tags", "startedAt"]
+#: Header attributes the listing indexes carry for their filters (environment, tag): only ones
+#: that never change after the insert, so a save rewrites an index entry only when its key
+#: changes. The run id is the table key every entry carries; a status filter runs on the
+#: headers the listing reads anyway.
+LISTING_FILTERS = [ENVIRONMENT_KEY, "tags"]
 #: The status index's partition of running and waiting runs: a run moving between the two
 #: (every wait) keeps its index entry.
 LIVE_STATUS = "live"
@@ -49,13 +50,14 @@ WAKE_SHARDS = 4
 
 
 def _listing_index(name: str, partition: str) -> dict[str, Any]:
+    filters = [attr for attr in LISTING_FILTERS if attr != partition]
     return {
         "IndexName": name,
         "KeySchema": [
             {"AttributeName": partition, "KeyType": "HASH"},
             {"AttributeName": TIME_KEY, "KeyType": "RANGE"},
         ],
-        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": LISTING_ATTRIBUTES},
+        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": filters},
     }
 
 
@@ -86,7 +88,7 @@ RUNS_TABLE: dict[str, Any] = {
                 {"AttributeName": WAKE_SHARD_KEY, "KeyType": "HASH"},
                 {"AttributeName": WAKE_BUCKET, "KeyType": "RANGE"},
             ],
-            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [WAKE_AT]},
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
         },
     ],
     "BillingMode": "PAY_PER_REQUEST",

@@ -128,10 +128,12 @@ class StepJournalEntry(WireModel):
     kind: str = "step"
     next_attempt_at: int | None = None
     attempts: list[StepAttempt] = Field(default_factory=list)
+    # The two below are tuples: almost always empty, and the empty tuple is one shared object,
+    # where empty lists would add two objects per step for the garbage collector to walk.
     #: Metadata updates made inside the step body, re-emitted (same ids) on every replay.
-    metadata_updates: list[MetadataUpdate] = Field(default_factory=list)
+    metadata_updates: tuple[MetadataUpdate, ...] = ()
     #: Journal keys of the compensable steps a group or branch registered before it finished.
-    compensables: list[str] = Field(default_factory=list)
+    compensables: tuple[str, ...] = ()
     #: The name the author gave the operation (token, condition, group, branch or map item),
     #: shown in the run's history.
     name: str | None = None

@@ -3,7 +3,7 @@
 import pydantic
 import pytest
 
-from relayflow.protocol import StepRequest, WaitingResponse, parse_step_response
+from relayflow.protocol import StepJournalEntry, StepRequest, WaitingResponse, parse_step_response
 
 
 def test_step_request_round_trips_in_camel_case() -> None:
@@ -29,3 +29,13 @@ def test_unknown_journal_fields_survive_a_round_trip() -> None:
 def test_an_unknown_status_is_not_a_step_response() -> None:
     with pytest.raises(pydantic.ValidationError):
         parse_step_response({"status": "exploded"})
+
+
+def test_empty_entry_collections_are_shared_tuples_and_stay_arrays_on_the_wire() -> None:
+    entry, other = StepJournalEntry(status="ok", output=1), StepJournalEntry(status="ok")
+    assert entry.metadata_updates == () and entry.compensables == ()
+    assert entry.metadata_updates is other.metadata_updates
+    wire = entry.to_wire()
+    assert wire["metadataUpdates"] == [] and wire["compensables"] == []
+    again = StepJournalEntry.model_validate({**wire, "compensables": ["a/b"]})
+    assert again.compensables == ("a/b",)

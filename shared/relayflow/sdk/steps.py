@@ -211,7 +211,7 @@ def _drop_started(entry: StepJournalEntry, attempt: int) -> None:
 
 
 def _keep_metadata(entry: StepJournalEntry, updates: list[MetadataUpdate]) -> None:
-    entry.metadata_updates.extend(updates)
+    entry.metadata_updates = (*entry.metadata_updates, *updates)
 
 
 def _attempt(

@@ -226,10 +226,10 @@ def condition_op(
             done, new_state = _split_check((yield Call(check, (state,), None, scope, key)))
             dumped = dump_value(new_state, serdes)
         except Exception as exc:
-            entry.metadata_updates.extend(scope.updates)
+            entry.metadata_updates = (*entry.metadata_updates, *scope.updates)
             check_error = ConditionCheckError(f"condition {label!r} check failed: {exc}")
             return _fail(core, key, entry, check_error, exc)
-        entry.metadata_updates.extend(scope.updates)
+        entry.metadata_updates = (*entry.metadata_updates, *scope.updates)
         polls += 1
         state = load_value(dumped, serdes)
         entry.output = {"state": dumped, "polls": polls}

@@ -1,10 +1,10 @@
 """An in-memory run store with the same guarantees as the DynamoDB one: atomic inserts,
-saves conditional on the version, stored as JSON documents, real cursors."""
+saves conditional on the version, stored as JSON text, real cursors."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import NamedTuple
 
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
@@ -27,54 +27,74 @@ def matches_query(record: RunRecord, query: RunQuery) -> bool:
     return query.started_before is None or record.started_at < query.started_before
 
 
+class _Stored(NamedTuple):
+    """One stored run: its JSON text and the two fields read without parsing it."""
+
+    version: int
+    wake_at: int | None
+    text: str
+
+    @classmethod
+    def of(cls, record: RunRecord) -> _Stored:
+        return cls(record.version, record.wake_at, record.model_dump_json(by_alias=True))
+
+    def record(self) -> RunRecord:
+        return RunRecord.model_validate_json(self.text)
+
+
 class InMemoryRunStore:
-    """Run records in a dict of JSON documents, guarded by one lock."""
+    """Run records as JSON text in a dict, guarded by one lock.
+
+    Text, as a database keeps it: a reader never shares an object with the writer, and a
+    stored run is one string, not a tree of dicts and lists (one per journal entry) that
+    every full collection of the garbage collector would walk for as long as it is kept.
+    """
 
     def __init__(self) -> None:
-        self._docs: dict[str, dict[str, Any]] = {}
+        self._docs: dict[str, _Stored] = {}
         self._changed = threading.Condition()
 
     def get(self, run_id: str) -> RunRecord | None:
         """The stored record, or None."""
         with self._changed:
-            doc = self._docs.get(run_id)
-        return RunRecord.from_document(doc) if doc is not None else None
+            stored = self._docs.get(run_id)
+        return stored.record() if stored is not None else None
 
     def try_insert(self, record: RunRecord) -> RunRecord:
         """Insert at version 1; raises ``RunAlreadyExistsError(existing=...)`` if present."""
-        stored = record.model_copy(update={"version": 1})
-        doc = stored.to_document()
+        inserted = record.model_copy(update={"version": 1})
+        stored = _Stored.of(inserted)
         with self._changed:
             existing = self._docs.get(record.id)
             if existing is None:
-                self._docs[record.id] = doc
+                self._docs[record.id] = stored
                 self._changed.notify_all()
         if existing is not None:
-            raise RunAlreadyExistsError(existing=RunRecord.from_document(existing))
-        return RunRecord.from_document(doc)
+            raise RunAlreadyExistsError(existing=existing.record())
+        return inserted
 
     def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
         """Store ``record`` as version ``expected_version + 1`` if the stored one matches."""
-        stored = record.model_copy(update={"version": expected_version + 1})
-        doc = stored.to_document()
+        saved = record.model_copy(update={"version": expected_version + 1})
+        stored = _Stored.of(saved)
         with self._changed:
             current = self._docs.get(record.id)
-            version = current.get("version") if current is not None else None
+            version = current.version if current is not None else None
             if version != expected_version:
                 raise StaleRunError(
                     f"run {record.id} is at version {version}, not {expected_version}"
                 )
-            self._docs[record.id] = doc
+            self._docs[record.id] = stored
             self._changed.notify_all()
-        return RunRecord.from_document(doc)
+        return saved
 
     def list_runs(self, query: RunQuery) -> RunPage:
         """Runs matching ``query``, newest first, ``query.limit`` per page."""
         if query.limit < 1:
             raise ValidationError(f"limit must be at least 1, got {query.limit}")
         with self._changed:
-            docs = list(self._docs.values())
-        records = [RunRecord.from_document(d) for d in docs]
+            stored = list(self._docs.values())
+        records = [s.record() for s in stored]
         chosen = sorted(
             (r for r in records if matches_query(r, query)),
             key=lambda r: (r.started_at, r.id),
@@ -92,9 +112,9 @@ class InMemoryRunStore:
         """Unfinished runs whose wake time is at or before ``before_ms``, earliest first."""
         with self._changed:
             due = [
-                (doc["wakeAt"], run_id)
-                for run_id, doc in self._docs.items()
-                if doc.get("wakeAt") is not None and doc["wakeAt"] <= before_ms
+                (stored.wake_at, run_id)
+                for run_id, stored in self._docs.items()
+                if stored.wake_at is not None and stored.wake_at <= before_ms
             ]
         return [run_id for _, run_id in sorted(due)[:limit]]
 
@@ -103,7 +123,11 @@ class InMemoryRunStore:
         with self._changed:
             return bool(
                 self._changed.wait_for(
-                    lambda: self._docs.get(run_id, {}).get("version", 0) > after_version,
+                    lambda: self._version(run_id) > after_version,
                     timeout=timeout_s,
                 )
             )
+
+    def _version(self, run_id: str) -> int:
+        stored = self._docs.get(run_id)
+        return stored.version if stored is not None else 0

@@ -163,7 +163,8 @@ class LeaseKeeper:
                     self._changed.wait(wait_ms / 1000)
                     continue
             with self._renewing:
-                self._renew_all(self._clock.now_ms())
+                saved = self._renew_all(self._clock.now_ms())
+            self._tell(saved)
 
     # ----- renewals -----------------------------------------------------------------------
 
@@ -173,31 +174,44 @@ class LeaseKeeper:
         if not self._renewing.acquire(blocking=False):
             return  # a renewal in this thread moved the clock, or another thread renews
         try:
-            self._renew_all(now)
+            saved = self._renew_all(now)
         finally:
             self._renewing.release()
+        self._tell(saved)
 
-    def _renew_all(self, now: int) -> None:
+    def _renew_all(self, now: int) -> list[tuple[RunRecord, RunRecord]]:
+        """Renew the leases due at ``now``; returns each renewal as (before, after)."""
         with self._changed:
             due = [h for h in self._held if (at := h.renew_at) is not None and at <= now]
+        saved: list[tuple[RunRecord, RunRecord]] = []
         for held in due:
             try:
-                self._renew(held, now)
+                renewal = self._renew(held, now)
             except Exception:  # never breaks the code that moved the clock, nor the timer
                 _log.exception("run %s: lease renewal failed; retrying", held.record.id)
                 held.retry_later(now)
+                continue
+            if renewal is not None:
+                saved.append(renewal)
+        return saved
 
-    def _renew(self, held: HeldLease, now: int) -> None:
+    def _tell(self, saved: list[tuple[RunRecord, RunRecord]]) -> None:
+        # Outside the lock: an observer may drive another run, whose invocation is held.
+        if self._on_saved is not None:
+            for before, after in saved:
+                self._on_saved(before, after)
+
+    def _renew(self, held: HeldLease, now: int) -> tuple[RunRecord, RunRecord] | None:
         for _ in range(_MAX_RACES):
             current = held.record
             lease = current.lease
             if lease is None or lease.owner != held.owner:
                 held.lost = True
                 _log.warning("run %s: lease lost to another driver; stopping", current.id)
-                return
+                return None
             expires_at = min(now + held.lease_ms, held.hold_until)
             if expires_at <= lease.expires_at:
-                return
+                return None
             wake_at = current.wake_at
             renewed = current.model_copy(
                 update={
@@ -212,11 +226,10 @@ class LeaseKeeper:
                 fresh = self._runs.get(current.id)
                 if fresh is None or fresh.is_terminal:
                     held.lost = True
-                    return
+                    return None
                 held.record = fresh
                 continue
             held.renewed(saved)
-            if self._on_saved is not None:
-                self._on_saved(current, saved)
-            return
+            return current, saved
         held.retry_later(now)
+        return None

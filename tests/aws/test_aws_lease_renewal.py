@@ -13,17 +13,7 @@ from relayflow.engine import Engine
 from relayflow.testing import WorkflowTestEnv
 from tests.aws.moto_driver import SETTINGS, moto_driver
 from tests.moto_support import moto_backend, use_fake_credentials
-from tests.unit.durability.lease_support import (
-    LongSteps,
-    a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease,
-    a_delivery_during_a_long_step_does_not_cost_the_lease,
-    a_short_invocation_pays_no_renewal,
-    a_stale_renewal_fails_and_its_driver_stops,
-    a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over,
-    other_process,
-    then_event,
-    three,
-)
+from tests.unit.durability import lease_support as scenario
 
 
 @pytest.fixture
@@ -34,34 +24,36 @@ def on_moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def on_aws(services: dict[str, object]) -> WorkflowTestEnv:
-    return moto_driver(workflows=[three, then_event], services=services)
+    return moto_driver(workflows=[scenario.three, scenario.then_event], services=services)
 
 
 def other_aws_process(env: WorkflowTestEnv) -> Engine:
     runs = DynamoDBRunStore.from_settings(
         SETTINGS, client_factory=AwsClients(region="eu-west-1").dynamodb, clock=env.clock
     )
-    return other_process(env, runs)
+    return scenario.other_process(env, runs)
 
 
 def test_a_dead_driver_s_run_is_re_driven_within_the_lease_and_a_sweep(on_moto: None) -> None:
-    a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease(on_aws)
+    scenario.a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease(on_aws)
 
 
 def test_a_step_longer_than_the_lease_is_not_taken_over(on_moto: None) -> None:
-    a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(on_aws, other_aws_process)
+    scenario.a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(
+        on_aws, other_aws_process
+    )
 
 
 def test_a_stale_renewal_fails_and_its_driver_stops(on_moto: None) -> None:
-    a_stale_renewal_fails_and_its_driver_stops(on_aws, other_aws_process)
+    scenario.a_stale_renewal_fails_and_its_driver_stops(on_aws, other_aws_process)
 
 
 def test_a_delivery_during_a_long_step_does_not_cost_the_lease(on_moto: None) -> None:
-    a_delivery_during_a_long_step_does_not_cost_the_lease(on_aws, other_aws_process)
+    scenario.a_delivery_during_a_long_step_does_not_cost_the_lease(on_aws, other_aws_process)
 
 
 def test_a_short_invocation_pays_no_renewal(on_moto: None) -> None:
-    a_short_invocation_pays_no_renewal(on_aws)
+    scenario.a_short_invocation_pays_no_renewal(on_aws)
 
 
 def test_a_renewal_is_one_header_write_that_moves_no_index_entry(on_moto: None) -> None:
@@ -75,7 +67,7 @@ def test_a_renewal_is_one_header_write_that_moves_no_index_entry(on_moto: None) 
         )["Item"]
         headers.append({k: item[k] for k in ("version", "gWake", "gWakeAt", "wakeAt") if k in item})
 
-    steps = LongSteps({1: 45_000}, during=look)
+    steps = scenario.LongSteps({1: 45_000}, during=look)
     env = steps.on(on_aws)
     env.trigger("lease.three", run_id="run-renewed")
     versions = [int(str(h["version"]["N"])) for h in headers]  # type: ignore[index]

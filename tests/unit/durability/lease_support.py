@@ -129,6 +129,15 @@ def elsewhere(action: Callable[[], T]) -> T:
     return done[0]
 
 
+def two_processes(
+    steps: LongSteps, make_env: MakeEnv, make_rival: MakeRival
+) -> tuple[WorkflowTestEnv, Engine, SaveLog]:
+    """A deployment hosting ``steps``, a second process on it, and the first one's saves."""
+    env = steps.on(make_env)
+    rival = make_rival(env)
+    return env, rival, SaveLog(env.runs)
+
+
 class SaveLog:
     """Every save of a store, as (lease owner, lease expiry, refused), by wrapping it."""
 
@@ -196,9 +205,7 @@ def a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(
         seen.append(record.lease.expires_at)
 
     steps = LongSteps({2: 300_000}, during=sweep_meanwhile)
-    env = steps.on(make_env)
-    rival = make_rival(env)
-    saves = SaveLog(env.runs)
+    env, rival, saves = two_processes(steps, make_env, make_rival)
     run_id = "run-long-step"
     run = env.trigger("lease.three", run_id=run_id)
     assert (run.status, run.output) == ("completed", [1, 2, 3])
@@ -224,9 +231,7 @@ def a_stale_renewal_fails_and_its_driver_stops(make_env: MakeEnv, make_rival: Ma
             elsewhere(lambda: rival.recover(run_id))
 
     steps = LongSteps({2: 60_000}, during=take_over)
-    env = steps.on(make_env)
-    rival = make_rival(env)
-    saves = SaveLog(env.runs)
+    env, rival, saves = two_processes(steps, make_env, make_rival)
     run_id = "run-stale-renewal"
     env.trigger("lease.three", run_id=run_id)
     detail = env.get_run(run_id)
@@ -253,9 +258,7 @@ def a_delivery_during_a_long_step_does_not_cost_the_lease(
             assert stored is not None and stored.dirty
 
     steps = LongSteps({1: 90_000}, during=deliver)
-    env = steps.on(make_env)
-    rival = make_rival(env)
-    saves = SaveLog(env.runs)
+    env, rival, saves = two_processes(steps, make_env, make_rival)
     run_id = "run-delivered"
     run = env.trigger("lease.then_event", run_id=run_id)
     assert (run.status, run.output) == ("completed", {"ok": True})

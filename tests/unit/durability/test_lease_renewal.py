@@ -4,39 +4,34 @@ driver, deliveries do not cost the lease, short invocations pay no renewal."""
 
 from __future__ import annotations
 
-from lease_support import (
-    a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease,
-    a_delivery_during_a_long_step_does_not_cost_the_lease,
-    a_short_invocation_pays_no_renewal,
-    a_stale_renewal_fails_and_its_driver_stops,
-    a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over,
-    other_process,
-    then_event,
-    three,
-)
+import lease_support as scenario
 
 from relayflow.testing import WorkflowTestEnv
 
 
 def in_memory(services: dict[str, object]) -> WorkflowTestEnv:
-    return WorkflowTestEnv(workflows=[three, then_event], services=services)
+    return WorkflowTestEnv(workflows=[scenario.three, scenario.then_event], services=services)
 
 
 def test_a_dead_driver_s_run_is_re_driven_within_the_lease_and_a_sweep() -> None:
-    a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease(in_memory)
+    scenario.a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease(in_memory)
 
 
 def test_a_step_longer_than_the_lease_is_not_taken_over() -> None:
-    a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(in_memory, other_process)
+    scenario.a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(
+        in_memory, scenario.other_process
+    )
 
 
 def test_a_stale_renewal_fails_and_its_driver_stops() -> None:
-    a_stale_renewal_fails_and_its_driver_stops(in_memory, other_process)
+    scenario.a_stale_renewal_fails_and_its_driver_stops(in_memory, scenario.other_process)
 
 
 def test_a_delivery_during_a_long_step_does_not_cost_the_lease() -> None:
-    a_delivery_during_a_long_step_does_not_cost_the_lease(in_memory, other_process)
+    scenario.a_delivery_during_a_long_step_does_not_cost_the_lease(
+        in_memory, scenario.other_process
+    )
 
 
 def test_a_short_invocation_pays_no_renewal() -> None:
-    a_short_invocation_pays_no_renewal(in_memory)
+    scenario.a_short_invocation_pays_no_renewal(in_memory)

@@ -100,6 +100,10 @@ class LeaseKeeper:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._listening = False
+        # Checked once: a runtime protocol check costs tens of microseconds.
+        self._listenable: ListenableClock | None = (
+            clock if isinstance(clock, ListenableClock) else None
+        )
 
     @contextmanager
     def hold(self, record: RunRecord, hold_until: int, lease_ms: int) -> Iterator[HeldLease]:
@@ -122,12 +126,12 @@ class LeaseKeeper:
         with self._changed:
             self._held.append(held)
             self._changed.notify_all()
-        if isinstance(self._clock, ListenableClock):
+        if self._listenable is not None:
             with self._changed:
                 listen = not self._listening
                 self._listening = True
             if listen:
-                self._clock.add_listener(self.renew_due)
+                self._listenable.add_listener(self.renew_due)
         elif self._thread is None:
             with self._changed:
                 if self._thread is None:
@@ -142,8 +146,8 @@ class LeaseKeeper:
             idle = not self._held and self._listening
             if idle:
                 self._listening = False
-        if idle and isinstance(self._clock, ListenableClock):
-            self._clock.remove_listener(self.renew_due)
+        if idle and self._listenable is not None:
+            self._listenable.remove_listener(self.renew_due)
 
     def _next_renewal(self) -> int | None:
         with self._changed:

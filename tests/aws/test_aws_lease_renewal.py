@@ -79,3 +79,7 @@ def test_a_renewal_is_one_header_write_that_moves_no_index_entry(on_moto: None) 
         == {k: v for k, v in headers[0].items() if k != "version"}
         for h in headers
     )
+
+
+def test_a_cancel_during_a_long_step_ends_the_holder_s_renewals(on_moto: None) -> None:
+    scenario.a_cancel_during_a_long_step_ends_the_holder_s_renewals(on_aws, other_aws_process)

@@ -216,6 +216,8 @@ def a_step_longer_than_the_lease_under_a_live_driver_is_not_taken_over(
     # Renewed every third of the lease: 300 s / 20 s = 15 renewals, none by the rival.
     renewals = [s for s in saves.by(env.engine) if s[1] is not None]
     assert len(renewals) == 1 + 300_000 // (env.engine.settings.lease_ms // 3)
+    # The answer's save was conditional on the last renewal's version: no save lost a race.
+    assert not [save for save in saves.by(env.engine) if save[2]]
     assert not saves.by(rival)
     assert seen == sorted(seen) and len(set(seen)) > 10
 
@@ -282,3 +284,26 @@ def a_short_invocation_pays_no_renewal(make_env: MakeEnv) -> None:
         (True, False),
         (False, False),
     ]
+
+
+def a_cancel_during_a_long_step_ends_the_holder_s_renewals(
+    make_env: MakeEnv, make_rival: MakeRival
+) -> None:
+    cancelled: list[int] = []
+
+    def cancel(n: int, worked: int) -> None:
+        if worked == 30_000:  # after the first renewal, before the second
+            record = elsewhere(lambda: rival.cancel(run_id, reason="no longer needed"))
+            cancelled.append(record.version)
+
+    steps = LongSteps({1: 60_000}, during=cancel)
+    env, rival, saves = two_processes(steps, make_env, make_rival)
+    run_id = "run-cancelled"
+    env.trigger("lease.three", run_id=run_id)
+    record = env.runs.get(run_id)
+    assert record is not None and record.status == "cancelled"
+    # The renewal after the cancel lost its race, read the run again, found it ended and
+    # stopped: the holder saved nothing more (the run is as the cancel left it).
+    assert record.version == cancelled[0]
+    ours = saves.by(env.engine)
+    assert [refused for _, _, refused in ours] == [False, False, True]

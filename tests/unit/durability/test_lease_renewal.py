@@ -35,3 +35,9 @@ def test_a_delivery_during_a_long_step_does_not_cost_the_lease() -> None:
 
 def test_a_short_invocation_pays_no_renewal() -> None:
     scenario.a_short_invocation_pays_no_renewal(in_memory)
+
+
+def test_a_cancel_during_a_long_step_ends_the_holder_s_renewals() -> None:
+    scenario.a_cancel_during_a_long_step_ends_the_holder_s_renewals(
+        in_memory, scenario.other_process
+    )

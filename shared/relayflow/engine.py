@@ -355,17 +355,30 @@ class Engine:
 
         A run in flight is due only once its lease has expired (its wake time is the lease's
         end), so runs being driven never crowd out a run whose alarm was lost. A run found
-        leased by a live driver is left alone (no dirty mark). Once the drive's budget is
-        spent, the remaining due runs are handed off rather than driven here.
+        leased by a live driver is left alone (no dirty mark), judged from its header alone.
+        Once the drive's budget is spent, the remaining due runs are handed off rather than
+        driven here.
         """
         before = self.clock.now_ms() if now is None else now
         due = self.runs.due_runs(before, limit)
         for run_id in due:
+            if self._in_flight(run_id):
+                continue
             if self._time_for_invocation(self.clock.now_ms()):
                 self._run(_Work([run_id]), mark_leased=False)
             else:
                 self.hand_off(run_id)
         return due
+
+    def _in_flight(self, run_id: str) -> bool:
+        """Leased by a live driver (or gone): judged from the header alone, so the sweeper
+        does not read the whole of every run in flight (their wake entry may be due) on
+        each pass."""
+        header = self.runs.get_header(run_id)
+        if header is None or header.is_terminal:
+            return True
+        lease = header.lease
+        return lease is not None and lease.expires_at > self.clock.now_ms()
 
     def recover(self, run_id: str) -> RunRecord | None:
         """Re-drive a run whose driver died, from its last saved record."""

@@ -62,6 +62,11 @@ class RunStore(Protocol):
 
     def get(self, run_id: str) -> RunRecord | None: ...
 
+    def get_header(self, run_id: str) -> RunRecord | None:
+        """The run's header fields (status, lease, wake time...) in one small read; its
+        journal and other per-entry collections may be empty. For looking, not saving."""
+        ...
+
     def try_insert(self, record: RunRecord) -> RunRecord:
         """Insert a new record; raises ``RunAlreadyExistsError(existing=...)`` if the id exists."""
         ...

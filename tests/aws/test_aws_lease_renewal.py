@@ -4,6 +4,7 @@ second process on a run store client of its own; and what a renewal writes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,30 @@ def test_a_renewal_is_one_header_write_that_moves_no_index_entry(on_moto: None) 
 
 def test_a_cancel_during_a_long_step_ends_the_holder_s_renewals(on_moto: None) -> None:
     scenario.a_cancel_during_a_long_step_ends_the_holder_s_renewals(on_aws, other_aws_process)
+
+
+def test_the_sweeper_passes_over_a_run_in_flight_with_one_header_read(on_moto: None) -> None:
+    client = AwsClients(region="eu-west-1").dynamodb()
+    calls: list[str] = []
+
+    def count(params: dict[str, Any], model: Any, **_: Any) -> None:
+        index = params.get("IndexName")
+        calls.append(f"{model.name}{'@' + index if index else ''}")
+
+    client.meta.events.register("provide-client-params.dynamodb.*", count)
+    sweeps: list[list[str]] = []
+
+    def sweep(n: int, worked: int) -> None:
+        if worked == 30_000:
+            calls.clear()
+            sweeps.append(scenario.elsewhere(rival.sweep))
+
+    steps = scenario.LongSteps({2: 45_000}, during=sweep)
+    env = steps.on(on_aws)
+    runs = DynamoDBRunStore.from_settings(SETTINGS, client_factory=lambda: client, clock=env.clock)
+    rival = scenario.other_process(env, runs)
+    env.trigger("lease.three", run_id="run-in-flight")
+    # Its wake entry is due (kept from before the invocation), but the lease is live: one
+    # header read, not a read of the run's partition (its pages and checkpoint log).
+    assert sweeps == [["run-in-flight"]]
+    assert sorted(calls) == ["GetItem"] + ["Query@byWakeTime"] * 4

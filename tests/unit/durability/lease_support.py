@@ -91,6 +91,7 @@ class OtherClient:
 
     def __init__(self, runs: RunStore) -> None:
         self.get = runs.get
+        self.get_header = runs.get_header
         self.try_insert = runs.try_insert
         self.save = runs.save
         self.list_runs = runs.list_runs

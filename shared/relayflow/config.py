@@ -124,7 +124,7 @@ DEFAULT_DRIVE_BUDGET_MS = 840_000
 DEFAULT_SWEEP_BUDGET_MS = 240_000
 DEFAULT_LAMBDA_MARGIN_MS = 3_000
 DEFAULT_INVOCATION_TIMEOUT_MS = 600_000
-DEFAULT_LEASE_MS = 900_000
+DEFAULT_LEASE_MS = 60_000
 DEFAULT_LEASE_GRACE_MS = 5_000
 DEFAULT_CHILD_RECHECK_MS = 900_000
 DEFAULT_OPERATIONS_LIMIT = 100_000
@@ -204,8 +204,9 @@ class Settings:
         lambda_margin_ms: Kept free before a Lambda's end: each budget is capped by the
             function's remaining time less this.
         invocation_timeout_ms: Longest step request deadline.
-        lease_ms: Longest lease of a run by one driver.
-        lease_grace_ms: Time between a request's deadline and its lease's end.
+        lease_ms: How long a driver's lease lasts without renewal (renewed every third of it
+            while an invocation is in flight).
+        lease_grace_ms: Time between a request's deadline and the latest end of its lease.
         child_recheck_ms: How often a parent checks its attached children.
         operations_limit: Operations a run may use before it fails.
         inbox_limit: Early deliveries buffered per run.

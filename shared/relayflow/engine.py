@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from relayflow.core.checkpoints import cancel_entry, fence_entry, fold
 from relayflow.core.effects import (
@@ -51,6 +51,7 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
+from relayflow.leases import LeaseKeeper
 from relayflow.ports import (
     AlarmClock,
     CheckpointLog,
@@ -65,6 +66,15 @@ from relayflow.protocol import SerializedError
 T = TypeVar("T")
 _log = logging.getLogger("relayflow.engine")
 _MAX_RACES = 200
+
+
+class _Limits(NamedTuple):
+    """Time limits of one invocation (epoch ms)."""
+
+    lease_until: int
+    request_deadline: int
+    #: The latest its lease may be renewed to: the drive's deadline plus the grace.
+    hold_until: int
 
 
 class _Work:
@@ -132,6 +142,7 @@ class Engine:
         self._observers: list[RunObserver] = []
         # The deadline of the drive this thread is making (see ``budget``).
         self._local = threading.local()
+        self._leases = LeaseKeeper(runs, clock, self._observe)
 
     def add_observer(self, observer: RunObserver) -> None:
         """Tell ``observer`` about every save of a run from now on (metrics, logs)."""
@@ -171,25 +182,28 @@ class Engine:
         finally:
             self._local.deadline = previous
 
-    def _limits(self, now: int) -> tuple[int, int]:
-        """(lease expiry, request deadline) of an invocation starting at ``now``.
+    def _limits(self, now: int) -> _Limits:
+        """The lease and request deadline of an invocation starting at ``now``.
 
-        The lease ends at the drive's deadline plus a grace for saving the answer (never
-        later than ``lease_ms`` from now); the request deadline ends a grace before the lease,
-        so the lease always outlasts the work done under it.
+        The drive may hold the run until its deadline plus a grace for saving the answer;
+        its lease lasts ``lease_ms`` of that and is renewed while the invocation is in flight
+        (:mod:`relayflow.leases`). The request deadline ends a grace before the hold, so the
+        lease always outlasts the work done under it.
         """
         settings = self.settings
         deadline: int | None = getattr(self._local, "deadline", None)
         if deadline is None:
             deadline = now + settings.drive_budget_ms
         grace = min(settings.lease_grace_ms, settings.lease_ms // 4)
-        lease_until = min(now + settings.lease_ms, max(deadline, now) + grace)
-        request_deadline = min(now + settings.invocation_timeout_ms, lease_until - grace)
-        return lease_until, request_deadline
+        hold_until = max(deadline, now) + grace
+        return _Limits(
+            lease_until=min(now + settings.lease_ms, hold_until),
+            request_deadline=min(now + settings.invocation_timeout_ms, hold_until - grace),
+            hold_until=hold_until,
+        )
 
     def _time_for_invocation(self, now: int) -> bool:
-        _, request_deadline = self._limits(now)
-        return request_deadline - now >= self.settings.min_invocation_ms
+        return self._limits(now).request_deadline - now >= self.settings.min_invocation_ms
 
     @contextmanager
     def handing_off(self) -> Iterator[None]:
@@ -341,17 +355,30 @@ class Engine:
 
         A run in flight is due only once its lease has expired (its wake time is the lease's
         end), so runs being driven never crowd out a run whose alarm was lost. A run found
-        leased by a live driver is left alone (no dirty mark). Once the drive's budget is
-        spent, the remaining due runs are handed off rather than driven here.
+        leased by a live driver is left alone (no dirty mark), judged from its header alone.
+        Once the drive's budget is spent, the remaining due runs are handed off rather than
+        driven here.
         """
         before = self.clock.now_ms() if now is None else now
         due = self.runs.due_runs(before, limit)
         for run_id in due:
+            if self._in_flight(run_id):
+                continue
             if self._time_for_invocation(self.clock.now_ms()):
                 self._run(_Work([run_id]), mark_leased=False)
             else:
                 self.hand_off(run_id)
         return due
+
+    def _in_flight(self, run_id: str) -> bool:
+        """Leased by a live driver (or gone): judged from the header alone, so the sweeper
+        does not read the whole of every run in flight (their wake entry may be due) on
+        each pass."""
+        header = self.runs.get_header(run_id)
+        if header is None or header.is_terminal:
+            return True
+        lease = header.lease
+        return lease is not None and lease.expires_at > self.clock.now_ms()
 
     def recover(self, run_id: str) -> RunRecord | None:
         """Re-drive a run whose driver died, from its last saved record."""
@@ -564,7 +591,7 @@ class Engine:
                 return None
             leased = record.model_copy(
                 update={
-                    "lease": Lease(owner=owner, expires_at=self._limits(now)[0]),
+                    "lease": Lease(owner=owner, expires_at=self._limits(now).lease_until),
                     "dirty": False,
                 }
             )
@@ -680,7 +707,8 @@ class Engine:
         if self.checkpoints is not None and draft.checkpoint_open:
             draft = self._fence(draft)
         now = self.clock.now_ms()
-        lease_until, deadline = self._limits(now)
+        limits = self._limits(now)
+        lease_until = limits.lease_until
         start, sent = begin_invocation(draft, now, self.settings)
         # While leased, the run is due for the sweeper only once the lease has expired.
         wake_at = start.record.wake_at
@@ -701,7 +729,7 @@ class Engine:
             saved,
             now,
             self.settings,
-            deadline=deadline,
+            deadline=limits.request_deadline,
             checkpoints=self.checkpoints is not None,
         ).to_wire()
         dispatcher = self.dispatchers.resolve(
@@ -709,17 +737,21 @@ class Engine:
         )
         answer: tuple[int, Any] | None = None
         failure: DispatchError | None = None
-        try:
-            answer = dispatcher.dispatch(request)
-        except DispatchError as exc:
-            failure = exc
-        except Exception as exc:
-            # An unexpected dispatcher failure is treated like an unreachable host: retried
-            # with backoff, then the run fails with handler_error naming it.
-            failure = DispatchError(
-                f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
-            )
-        return self._settle_answer(saved, owner, sent, answer, failure, work)
+        with self._leases.hold(saved, limits.hold_until, self.settings.lease_ms) as held:
+            try:
+                answer = dispatcher.dispatch(request)
+            except DispatchError as exc:
+                failure = exc
+            except Exception as exc:
+                # An unexpected dispatcher failure is treated like an unreachable host:
+                # retried with backoff, then the run fails with handler_error naming it.
+                failure = DispatchError(
+                    f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
+                )
+        if held.lost:
+            # Another driver took the run (and fenced the host off): nothing here is saved.
+            return None
+        return self._settle_answer(held.record, owner, sent, answer, failure, work)
 
     def _fence(self, draft: RunRecord) -> RunRecord:
         """Fold what the previous invocation's host made durable, then fence that host off.

@@ -5,7 +5,7 @@ Adapters (in memory, AWS) implement these; the engine depends on nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -18,6 +18,17 @@ class Clock(Protocol):
     """Wall-clock time in epoch milliseconds (virtual in tests)."""
 
     def now_ms(self) -> int: ...
+
+
+@runtime_checkable
+class ListenableClock(Clock, Protocol):
+    """A clock that calls its listeners each time it moves (the virtual clock of tests):
+    timed work then happens when the clock passes its time, in the thread that moved it,
+    instead of on a timer thread."""
+
+    def add_listener(self, listener: Callable[[int], None]) -> None: ...
+
+    def remove_listener(self, listener: Callable[[int], None]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,11 @@ class RunStore(Protocol):
     """
 
     def get(self, run_id: str) -> RunRecord | None: ...
+
+    def get_header(self, run_id: str) -> RunRecord | None:
+        """The run's header fields (status, lease, wake time...) in one small read; its
+        journal and other per-entry collections may be empty. For looking, not saving."""
+        ...
 
     def try_insert(self, record: RunRecord) -> RunRecord:
         """Insert a new record; raises ``RunAlreadyExistsError(existing=...)`` if the id exists."""

@@ -82,7 +82,9 @@ def test_cors_is_answered_only_when_configured(
 def test_sweeper_runs_on_a_recurring_schedule_with_a_dlq(any_template: Template) -> None:
     (schedule,) = resources(any_template, "AWS::Scheduler::Schedule").values()
     props = schedule["Properties"]
-    assert props["ScheduleExpression"] == "rate(5 minutes)"
+    # Every minute (Scheduler's finest rate), so a run whose driver died waits at most a
+    # lease plus a minute.
+    assert props["ScheduleExpression"] == "rate(1 minute)"
     assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
     dlq = dead_letter_queue_id(any_template)
     assert props["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [dlq, "Arn"]}}
@@ -177,3 +179,22 @@ def test_token_secret_starts_with_no_token(sample_template: Template) -> None:
     assert json.loads(value) == {"tokens": []}
     # The api function reads it as a valid token list that accepts nobody yet.
     assert parse_token_secret(value) == ()
+
+
+@pytest.mark.parametrize(("minutes", "expression"), [(1, "rate(1 minute)"), (5, "rate(5 minutes)")])
+def test_the_sweeper_interval_becomes_a_scheduler_rate(minutes: int, expression: str) -> None:
+    from aws_cdk import Duration
+
+    from relayflow.cdk.scheduling import rate_expression
+
+    assert rate_expression(Duration.minutes(minutes)) == expression
+
+
+@pytest.mark.parametrize("seconds", [30, 90])
+def test_a_sweeper_interval_scheduler_cannot_keep_is_refused(seconds: int) -> None:
+    from aws_cdk import Duration
+
+    from relayflow.cdk.scheduling import rate_expression
+
+    with pytest.raises(ValueError, match="whole minutes"):
+        rate_expression(Duration.seconds(seconds))

@@ -9,6 +9,7 @@ the write). With moto the difference is real: a refused request never reaches mo
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,10 +46,12 @@ class CrashPlan:
     kill_at: int | None = None
     mode: FaultMode = "refused"
     calls: list[str] = field(default_factory=list)
+    #: The sort key of the item each call wrote ("" for other calls), by call.
+    written: list[str] = field(default_factory=list)
     fired_at: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def point(self, name: str, phase: Phase, index: int | None = None) -> int:
+    def point(self, name: str, phase: Phase, index: int | None = None, written: str = "") -> int:
         """Pass the fault point ``name``; raise :class:`ProcessKilled` if it is the chosen one.
 
         Returns the call's number. The ``after`` point of a call that made calls of its own
@@ -57,6 +60,7 @@ class CrashPlan:
         with self._lock:
             if phase == "before":
                 self.calls.append(name)
+                self.written.append(written)
             number = len(self.calls) if index is None else index
             due = (
                 self.fired_at is None
@@ -82,6 +86,19 @@ def _operation(event_name: str) -> str:
     return f"{parts[1]}:{parts[2]}" if len(parts) >= 3 else event_name
 
 
+def _written_sk(request: Any) -> str:
+    """The sort key of the item a DynamoDB ``PutItem`` request writes ("" for others)."""
+    body = request.get("body") if isinstance(request, dict) else None
+    if not isinstance(body, bytes | str) or not body:
+        return ""
+    try:
+        item = json.loads(body).get("Item", {})
+    except (ValueError, AttributeError):
+        return ""
+    sk = item.get("sk", {}) if isinstance(item, dict) else {}
+    return sk.get("S", "") if isinstance(sk, dict) else ""
+
+
 class ClientTap:
     """Routes every call of the boto3 clients it is installed on to the current plan.
 
@@ -96,9 +113,9 @@ class ClientTap:
         client.meta.events.register("before-call.*.*", self._before)
         client.meta.events.register("after-call.*.*", self._after)
 
-    def _before(self, event_name: str, **_: Any) -> None:
+    def _before(self, event_name: str, params: Any = None, **_: Any) -> None:
         if self.plan is not None:
-            self.plan.point(_operation(event_name), "before")
+            self.plan.point(_operation(event_name), "before", written=_written_sk(params))
 
     def _after(self, event_name: str, **_: Any) -> None:
         if self.plan is not None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from fault_injection import ClientTap, CrashPlan, ErrorInjector, ProcessKilled
 from reliability_tally import add
+from reliability_workflows import STEP_WORK
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
@@ -116,6 +117,7 @@ class Cluster:
     def process(self) -> WorkflowDriver:
         """A new process: the AWS driver with no cached state, on the shared clients."""
         self.processes += 1
+        STEP_WORK.clock = self.clock
         options = ExecutorOptions(sleep=self._sleep)
         # The host writes its per-step checkpoints through the tapped clients too, so every
         # call of the checkpoint path is a fault point.
@@ -259,8 +261,12 @@ class Cluster:
     def finish(self, run_id: str, *, rounds: int = 8) -> RunDetail:
         """Recover by the normal means (sweeper after lease expiry, alarms, re-deliveries)
         until the run and its children ended."""
+        # Each round lets the periodic checks of parents on their children come due too: they
+        # are the normal means that recover a child start or a parent resumption lost in a
+        # crash.
+        horizon = max(60_000, self.core_settings.child_reconcile_ms)
         for _ in range(rounds):
-            self.settle(60_000)
+            self.settle(horizon)
             detail = self.run(run_id)
             children = [self.find(child) for child in detail.children]
             ended = all(c is not None and c.status in TERMINAL for c in children)

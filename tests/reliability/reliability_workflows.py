@@ -8,6 +8,8 @@ from collections import Counter
 from typing import Any
 
 from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
+from relayflow.adapters.memory import VirtualClock
+from relayflow.core.settings import CoreSettings
 
 
 class EffectLedger:
@@ -60,13 +62,35 @@ class EffectLedger:
 
 LEDGER = EffectLedger()
 
+
+class StepWork:
+    """Moves the deployment's virtual clock while a step works, as a slow step would (set by
+    the deployment that runs the step; without one, a step takes no time)."""
+
+    def __init__(self) -> None:
+        self.clock: VirtualClock | None = None
+
+    def spend(self, ms: int, *, slice_ms: int = 5_000) -> None:
+        """Work ``ms`` of virtual time, in slices (whatever watches the clock sees it move)."""
+        if self.clock is None:
+            return
+        for _ in range(ms // slice_ms):
+            self.clock.advance(slice_ms)
+
+
+STEP_WORK = StepWork()
+#: The reserve step works past a third of the lease, so its driver renews the run's lease
+#: once: the crash sweep kills the process at that renewal too.
+RESERVE_WORK_MS = CoreSettings().lease_ms // 3 + 5_000
+
 #: The at-most-once charge may need a second attempt after an interrupted one.
 CHARGE_RETRY = RetryPolicy(max=3, backoff="fixed", initial="2s")
 
 
 def reserve(order: dict[str, Any]) -> dict[str, Any]:
-    """Reserve the items (at least once)."""
+    """Reserve the items (at least once), working long enough to renew the lease once."""
     LEDGER.record("reserve")
+    STEP_WORK.spend(RESERVE_WORK_MS)
     return {"reservation": f"res-{order['id']}"}
 
 

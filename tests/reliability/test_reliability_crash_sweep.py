@@ -31,9 +31,10 @@ AT_MOST_ONCE = frozenset({f"{RUN_ID}:charge"})
 
 @dataclass(frozen=True)
 class Baseline:
-    """The fault-free run: its calls, outcome and effects."""
+    """The fault-free run: its calls (and the sort key each wrote), outcome and effects."""
 
     calls: list[str]
+    written: list[str]
     outcome: Outcome
     steps: frozenset[str]
 
@@ -46,7 +47,12 @@ def baseline(module_cluster: Cluster) -> Baseline:
     module_cluster.use_plan(plan)
     outcome = run_saga(module_cluster, KEY)
     module_cluster.reset()
-    return Baseline(calls=list(plan.calls), outcome=outcome, steps=frozenset(LEDGER.by_step()))
+    return Baseline(
+        calls=list(plan.calls),
+        written=list(plan.written),
+        outcome=outcome,
+        steps=frozenset(LEDGER.by_step()),
+    )
 
 
 def excess_executions(counts: dict[tuple[str, int], int]) -> list[str]:
@@ -167,3 +173,33 @@ def test_a_crash_after_the_child_ended_still_resumes_the_parent(
 
     assert cluster.lost_child_link(RUN_ID) is None
     assert outcome == baseline.outcome
+
+
+def lease_renewals(baseline: Baseline) -> list[int]:
+    """The 1-based indexes of the fault-free run's lease renewals: header writes made while
+    an invocation is in flight, before its host wrote its first checkpoint."""
+    first_dispatch = call_index(baseline, "host:Dispatch", 1)
+    first_checkpoint = next(
+        n
+        for n, sk in enumerate(baseline.written, 1)
+        if n > first_dispatch and sk.startswith("log#")
+    )
+    return [
+        n
+        for n in range(first_dispatch + 1, first_checkpoint)
+        if baseline.calls[n - 1] == "dynamodb:PutItem" and baseline.written[n - 1] == "#run"
+    ]
+
+
+@pytest.mark.parametrize("mode", FAULT_MODES)
+def test_a_crash_at_the_lease_renewal_is_recovered_to_the_same_end(
+    cluster: Cluster, baseline: Baseline, mode: FaultMode
+) -> None:
+    # The reserve step works past a third of the lease: its driver renews the lease once.
+    (renewal,) = lease_renewals(baseline)
+
+    plan, outcome = crash_once(cluster, renewal, mode)
+
+    assert plan.fired
+    assert outcome == baseline.outcome
+    assert not excess_executions(LEDGER.counts())

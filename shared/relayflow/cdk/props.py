@@ -137,7 +137,9 @@ class RelayflowOrchestratorProps:
         alarm_email: Address subscribed to the alarm topic; `None` for no subscription.
         alarm_topic: Existing topic alarms notify; overrides `alarm_email`.
         log_retention: How long function and API access logs are kept.
-        sweeper_interval: How often the sweeper looks for runs whose alarm was missed.
+        sweeper_interval: How often the sweeper looks for runs whose alarm was missed or
+            whose driver died (whole minutes, at least one: Scheduler's finest rate). A run
+            whose driver died is re-driven at most the lease plus this after the crash.
         api_throttle_rate: Steady-state requests per second the API accepts.
         api_throttle_burst: Burst of requests the API accepts.
         inline_drive_budget: How long the api function drives a new run before handing off.
@@ -162,7 +164,7 @@ class RelayflowOrchestratorProps:
     alarm_email: str | None = None
     alarm_topic: sns.ITopic | None = None
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
-    sweeper_interval: Duration = field(default_factory=lambda: Duration.minutes(5))
+    sweeper_interval: Duration = field(default_factory=lambda: Duration.minutes(1))
     api_throttle_rate: int = 50
     api_throttle_burst: int = 100
     inline_drive_budget: Duration = field(default_factory=lambda: Duration.seconds(10))

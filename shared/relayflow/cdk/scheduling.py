@@ -17,6 +17,18 @@ __all__ = ["RelayflowScheduling"]
 _SCHEDULER = "scheduler.amazonaws.com"
 
 
+def rate_expression(interval: Duration) -> str:
+    """Scheduler's rate expression for ``interval`` (whole minutes, at least one).
+
+    Raises:
+        ValueError: ``interval`` is under a minute or not whole minutes.
+    """
+    minutes = interval.to_minutes(integral=False)
+    if minutes < 1 or minutes != int(minutes):
+        raise ValueError(f"the sweeper's interval must be whole minutes, at least one: {minutes}")
+    return "rate(1 minute)" if minutes == 1 else f"rate({int(minutes)} minutes)"
+
+
 class RelayflowScheduling(HoldsScheduleGroup, Construct):
     """The schedule group run alarms live in, the roles Scheduler assumes, and the DLQ.
 
@@ -58,8 +70,8 @@ class RelayflowScheduling(HoldsScheduleGroup, Construct):
         scheduler.CfnSchedule(
             self,
             "SweeperSchedule",
-            description="relayflow sweeper: re-drives runs whose alarm was missed",
-            schedule_expression=f"rate({int(interval.to_minutes())} minutes)",
+            description="relayflow sweeper: re-drives runs whose alarm was missed or driver died",
+            schedule_expression=rate_expression(interval),
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             state="ENABLED",
             target=scheduler.CfnSchedule.TargetProperty(

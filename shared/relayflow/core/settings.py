@@ -24,10 +24,12 @@ class CoreSettings:
         dispatch_backoff_max_ms: Cap of the exponential dispatch backoff.
         invocation_timeout_ms: Longest request ``deadline`` (now + this); a drive's budget
             shortens it.
-        lease_ms: Longest time a driver owns a run without renewing its lease; a drive's
-            lease ends ``lease_grace_ms`` after its budget.
-        lease_grace_ms: Time kept between a request's deadline and its lease's end, for
-            saving the answer (at most a quarter of ``lease_ms``).
+        lease_ms: How long a driver's lease on a run lasts without renewal. While an
+            invocation is in flight the driver renews it every third of this, up to
+            ``lease_grace_ms`` after the drive's budget; a driver that died stops renewing,
+            so its run is free again at most this long after the crash.
+        lease_grace_ms: Time kept between a request's deadline and the latest end of its
+            lease, for saving the answer (at most a quarter of ``lease_ms``).
         drive_budget_ms: How long one drive call may work when its caller set no budget
             (``Engine.budget``); then the run is handed off.
         min_invocation_ms: No invocation starts with less than this left of the budget.
@@ -45,7 +47,7 @@ class CoreSettings:
     dispatch_backoff_initial_ms: int = 1_000
     dispatch_backoff_max_ms: int = 60_000
     invocation_timeout_ms: int = 600_000
-    lease_ms: int = 900_000
+    lease_ms: int = 60_000
     lease_grace_ms: int = 5_000
     drive_budget_ms: int = 840_000
     min_invocation_ms: int = 1_000

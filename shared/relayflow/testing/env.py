@@ -42,7 +42,9 @@ def crash() -> NoReturn:
     """Kill the step host here, as if its process died (call it inside a step).
 
     The invocation ends without answering and nothing it did is saved; the run stays
-    leased by the dead driver until ``env.recover(run_id)`` re-drives it.
+    leased by the dead driver until ``env.recover(run_id)`` re-drives it, or until that
+    driver's lease ends (``CoreSettings.lease_ms`` after it last renewed it) and
+    ``env.sweep()`` finds it due.
     """
     raise HostCrashSignal("simulated step host crash")
 

@@ -145,6 +145,9 @@ class DyingRunStore:
     def get(self, run_id: str) -> RunRecord | None:
         return self.inner.get(run_id)
 
+    def get_header(self, run_id: str) -> RunRecord | None:
+        return self.inner.get_header(run_id)
+
     def try_insert(self, record: RunRecord) -> RunRecord:
         self.inserts.append(record.id)
         if record.id == self.die_before_insert:

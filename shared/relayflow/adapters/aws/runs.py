@@ -144,6 +144,19 @@ class DynamoDBRunStore:
         state = self._fresh(run_id)
         return None if state is None or state.record is None else run_items.detached(state.record)
 
+    def get_header(self, run_id: str) -> RunRecord | None:
+        """The header item alone (one ``GetItem`` of under 4 KB, no page read): the record's
+        per-entry collections are empty. The sweeper uses it to pass over runs in flight."""
+        answer = self._call(
+            "reading run " + run_id,
+            self._db().get_item,
+            TableName=self.table_name,
+            Key={tables.PK: run_items.s(run_id), tables.SK: run_items.s(run_items.HEADER_SK)},
+            ConsistentRead=True,
+        )
+        item = answer.get("Item")
+        return None if item is None else self._headers.record(item)
+
     def _fresh(self, run_id: str) -> RunState | None:
         """Read the stored run (and finish its expiry if the save that ended it could not)."""
         state = self._load(run_id)

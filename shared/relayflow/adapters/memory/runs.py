@@ -60,6 +60,10 @@ class InMemoryRunStore:
             stored = self._docs.get(run_id)
         return stored.record() if stored is not None else None
 
+    def get_header(self, run_id: str) -> RunRecord | None:
+        """The stored record (in memory the whole record is as cheap as its header)."""
+        return self.get(run_id)
+
     def try_insert(self, record: RunRecord) -> RunRecord:
         """Insert at version 1; raises ``RunAlreadyExistsError(existing=...)`` if present."""
         inserted = record.model_copy(update={"version": 1})

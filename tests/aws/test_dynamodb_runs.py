@@ -361,6 +361,25 @@ def test_a_run_parked_again_is_due_at_its_new_wake_time(store: DynamoDBRunStore)
     assert store.due_runs(T0 + 10**9) == []
 
 
+def test_runs_in_flight_never_crowd_out_a_due_run(store: DynamoDBRunStore) -> None:
+    """Runs taken by a driver keep the wake entry they had; their headers say they are not
+    due (their wake time is their lease's end), however many of them come first."""
+    hour = 3_600_000
+    for i in range(30):
+        record = store.try_insert(new_record(f"flight-{i:02}", wake_at=T0))
+        leased = record.model_copy(
+            update={
+                "lease": Lease(owner="driver", expires_at=T0 + 2 * hour),
+                "wake_at": T0 + 2 * hour,
+            }
+        )
+        store.save(leased, expected_version=1)
+    store.try_insert(new_record("lost", wake_at=T0 + hour))
+    assert store.due_runs(T0 + hour, limit=3) == ["lost"]
+    # Once their leases have ended they are due too: the sweeper takes them, a page at a time.
+    assert len(store.due_runs(T0 + 2 * hour, limit=3)) == 3
+
+
 def _all_pages(store: Any, query: RunQuery) -> list[list[str]]:
     pages: list[list[str]] = []
     cursor = None

@@ -37,6 +37,17 @@ def wake_index(record: RunRecord, old: RunState) -> int | None:
     return record.wake_at
 
 
+def due_at(record: RunRecord, index_wake: int) -> int:
+    """When the sweeper should look at the run: its wake time, and never before its lease
+    ends. The header holds it exactly; the index keeps only its bucket (and, for a run in
+    flight, the bucket it had), so a run whose driver is alive is never due for the sweeper
+    however many such runs share a bucket."""
+    due = index_wake if record.wake_at is None else record.wake_at
+    if record.lease is not None:
+        due = max(due, record.lease.expires_at)
+    return due
+
+
 class HeaderCodec:
     """Builds and reads header items.
 
@@ -111,7 +122,7 @@ class HeaderCodec:
             item["i"] = {"B": run_items.pack(run_pages.body(state.inline))}
         if state.wake_index is not None:
             item[tables.WAKE_SHARD_KEY] = run_items.s(wake_shard(record.id))
-            item[tables.WAKE_AT] = run_items.n(state.wake_index)
+            item[tables.WAKE_AT] = run_items.n(due_at(record, state.wake_index))
             item[tables.WAKE_BUCKET] = run_items.n(
                 state.wake_index - state.wake_index % tables.WAKE_BUCKET_MS
             )

@@ -180,27 +180,27 @@ class RunIndexReader:
         """Ids of runs whose wake time is at or before ``before_ms``, earliest first.
 
         The index is sorted by wake-time bucket and projects nothing else (a run parking
-        again in the same bucket leaves its entry alone): each shard is read up to ``limit``
-        entries, whole buckets at a time, and the exact wake times come from the headers
-        (one eventually consistent read per candidate). Only the bucket holding
-        ``before_ms`` can have runs not yet due, and it is the last one read.
+        again in the same bucket leaves its entry alone, and a run in flight keeps the entry
+        it had when its driver took it): the exact wake times come from the headers (one
+        eventually consistent read per candidate). Each shard is read, whole buckets at a
+        time, until it has given ``limit`` due runs or reached the bucket holding
+        ``before_ms``, so entries of runs in flight (whose header wake time is their
+        lease's end) never crowd out a run that is due, however many there are.
         """
         if limit < 1:
             return []
         bucket = before_ms - before_ms % tables.WAKE_BUCKET_MS
-        candidates: list[str] = []
+        due: list[tuple[int, str]] = []
         for shard in range(tables.WAKE_SHARDS):
-            candidates.extend(self._wake_entries(f"wake#{shard}", bucket, limit))
-        due = [
-            (wake, run_id)
-            for run_id, wake in self._wake_times(candidates).items()
-            if wake <= before_ms
-        ]
+            due.extend(self._due_in_shard(f"wake#{shard}", bucket, before_ms, limit))
         return [run_id for _, run_id in sorted(due)[:limit]]
 
-    def _wake_entries(self, shard: str, bucket: int, limit: int) -> list[str]:
-        """Run ids of one shard's entries up to ``bucket``: at least ``limit`` (when there
-        are as many), and every entry of the last bucket read."""
+    def _due_in_shard(
+        self, shard: str, bucket: int, before_ms: int, limit: int
+    ) -> list[tuple[int, str]]:
+        """(wake time, run id) of one shard's due runs in buckets up to ``bucket``: at least
+        ``limit`` of them (when there are as many), and every due run of the last bucket
+        read."""
         params: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": tables.INDEX_BY_WAKE_TIME,
@@ -210,21 +210,26 @@ class RunIndexReader:
                 ":s": run_items.s(shard),
                 ":bucket": run_items.n(bucket),
             },
-            "Limit": limit,
+            "Limit": min(max(limit, 1), 100),
         }
-        found: list[str] = []
-        last: str | None = None
+        due: list[tuple[int, str]] = []
         while True:
             page = self._call("finding due runs", self._db().query, **params)
-            for item in page.get("Items", []):
-                at = item[tables.WAKE_BUCKET]["N"]
-                if len(found) >= limit and at != last:
-                    return found
-                found.append(item[tables.PK]["S"])
-                last = at
-            if "LastEvaluatedKey" not in page:
-                return found
-            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            items = page.get("Items", [])
+            times = self._wake_times([item[tables.PK]["S"] for item in items])
+            for item in items:
+                run_id = item[tables.PK]["S"]
+                wake = times.get(run_id)
+                if wake is not None and wake <= before_ms:
+                    due.append((wake, run_id))
+            last_key = page.get("LastEvaluatedKey")
+            if last_key is None:
+                return due
+            if len(due) >= limit:
+                # The rest of the last bucket read may hold earlier wake times: finish it.
+                params["KeyConditionExpression"] = "#s = :s AND #b = :bucket"
+                params["ExpressionAttributeValues"][":bucket"] = last_key[tables.WAKE_BUCKET]
+            params["ExclusiveStartKey"] = last_key
 
     def _wake_times(self, run_ids: list[str]) -> dict[str, int]:
         """The wake time each run's header holds now (runs without one are left out)."""

@@ -245,7 +245,9 @@ class DynamoDBRunStore:
             dead=decoded.dead,
             fields=stored_fields,
             expiry_pending="xp" in header,
-            wake_index=int(header[tables.WAKE_AT]["N"]) if tables.WAKE_AT in header else None,
+            wake_index=int(header[tables.WAKE_BUCKET]["N"])
+            if tables.WAKE_BUCKET in header
+            else None,
             inline=run_pages.entries_of(header[_INLINE]["B"]) if _INLINE in header else [],
         )
 

@@ -304,17 +304,23 @@ class Engine:
 
         A cancel entry takes the next free slot of the log, so the host's next checkpoint
         fails its condition and the host stops the body there (and compensates when asked).
+        A plain cancel ends the run at once; the entry stops the host from running steps
+        whose results nobody will keep.
         """
+        if self.checkpoints is None or not record.checkpoint_open:
+            return
         directive = record.cancel_request
-        if self.checkpoints is None or not record.checkpoint_open or directive is None:
+        if directive is not None:
+            reason, compensate = directive.reason, directive.compensate
+        elif record.status == "cancelled":
+            reason, compensate = (record.error.message if record.error else None), False
+        else:
             return
         seq = record.checkpoint_seq + 1
         for _ in range(_MAX_RACES):
             seq += len(self.checkpoints.read(record.id, seq - 1))
             try:
-                self.checkpoints.append(
-                    record.id, cancel_entry(seq, directive.reason, directive.compensate)
-                )
+                self.checkpoints.append(record.id, cancel_entry(seq, reason, compensate))
                 return
             except CheckpointSlotTakenError:
                 continue

@@ -13,7 +13,8 @@ from relayflow.testing import WorkflowTestEnv
 class Canceller:
     """Step bodies; step 3 has the run cancelled (by another process) while it runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, compensate: bool = True) -> None:
+        self.compensate = compensate
         self.calls: Counter[str] = Counter()
         self.env: WorkflowTestEnv | None = None
         self.compensated: list[int] = []
@@ -22,7 +23,10 @@ class Canceller:
         self.calls[f"s{n}"] += 1
         if n == 3 and self.env is not None:
             env = self.env
-            other = threading.Thread(target=lambda: env.cancel("run-c", "stop", compensate=True))
+            compensate = self.compensate
+            other = threading.Thread(
+                target=lambda: env.cancel("run-c", "stop", compensate=compensate)
+            )
             other.start()
             other.join()
         return n
@@ -51,5 +55,20 @@ def test_a_cancel_stops_the_body_at_its_next_checkpoint_and_compensates() -> Non
     assert sorted(steps.calls) == ["s1", "s2", "s3"]
     assert all(count == 1 for count in steps.calls.values())
     assert steps.compensated == [3, 2, 1]
+    kinds = [entry.kind for entry in env.checkpoints.read("run-c", 0)]
+    assert kinds == ["step", "step", "cancel"]
+
+
+def test_a_plain_cancel_stops_the_body_at_its_next_checkpoint() -> None:
+    steps = Canceller(compensate=False)
+    env = WorkflowTestEnv(workflows=[cancellable], services={"steps": steps})
+    steps.env = env
+    env.trigger("dur.cancel", run_id="run-c")
+    detail = env.get_run("run-c")
+    assert detail.status == "cancelled"
+    # The run ended at the cancel; the host learnt of it at step 3's checkpoint and ran
+    # nothing more (no step whose result nobody keeps), compensating nothing.
+    assert sorted(steps.calls) == ["s1", "s2", "s3"]
+    assert steps.compensated == []
     kinds = [entry.kind for entry in env.checkpoints.read("run-c", 0)]
     assert kinds == ["step", "step", "cancel"]

@@ -24,6 +24,7 @@ from bench.table import Row, verdict
 from bench.time_workflows import collect, long_step
 from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, SystemClock
 from relayflow.adapters.memory.manifests import InMemoryManifestStore
+from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.api.app import create_app
 from relayflow.api.auth import AllowAllAuth
 from relayflow.api.metrics import RecordingMetrics
@@ -72,6 +73,7 @@ class _Stack:
             dispatchers=DispatcherResolver(default=InlineDispatcher(clock=clock)),
             clock=clock,
             handoff=lambda run_id, at: self.pool.submit(self._drive, run_id, at),
+            pending=InMemoryPendingDeliveries(),
         )
         self.driver = WorkflowDriver(engine=self.engine, manifests=InMemoryManifestStore())
         self._budget_ms = budget_ms

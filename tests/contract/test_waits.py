@@ -8,6 +8,7 @@ from collections.abc import Callable
 import contract_workflows as wf
 import pytest
 
+from relayflow.core.settings import CoreSettings
 from relayflow.errors import RunTerminalError
 from relayflow.testing import DriverHarness
 
@@ -92,6 +93,22 @@ def test_tokens_are_completed_or_failed(make_env: MakeEnv, action: str, expected
     else:
         env.fail_token(token_id, "declined", run_id=run.id)
     assert env.get_run(run.id).output == expected
+
+
+def test_a_token_settles_once_for_the_run_s_whole_life(make_env: MakeEnv) -> None:
+    limit = CoreSettings().seen_ids_limit
+    env = make_env(workflows=[wf.token_then_items])
+    run = env.trigger("ct.token_then_items", {"n": limit + 2})
+    token_id = env.get_run(run.id).metadata["token"]
+    assert env.complete_token(token_id, {"ok": True}).status == "resolved"
+    # More deliveries than the run keeps ids of push the token's id out of its record.
+    for n in range(limit + 2):
+        assert env.send_event(run.id, "item", n, event_id=f"e{n}").status == "resolved"
+    assert env.complete_token(token_id, {"ok": True}).status == "duplicate"
+    assert env.complete_token(token_id, {"other": 1}).status == "duplicate"
+    assert env.fail_token(token_id, "declined").status == "duplicate"
+    env.send_event(run.id, "end", None)
+    assert env.get_run(run.id).output == {"token": {"ok": True}, "items": list(range(limit + 2))}
 
 
 def test_generated_token_ids_locate_their_run_among_many(make_env: MakeEnv) -> None:

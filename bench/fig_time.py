@@ -244,7 +244,7 @@ def measure_delivery_cost() -> tuple[tuple[int, int], tuple[int, int]]:
         costs: list[tuple[int, int]] = []
         for n in range(1_001):
             stack.take()
-            deliveries.begin("run:bench", f"EVENT:e{n}", "fp", share_unanswered=True)
+            deliveries.begin("run:bench", f"EVENT:e{n}", "fp", share_unanswered=True, lifelong=True)
             deliveries.finish("run:bench", f"EVENT:e{n}", "fp", {"status": "buffered"})
             tally, _ = stack.take()
             if n in (0, 1_000):

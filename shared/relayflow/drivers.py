@@ -26,7 +26,13 @@ from relayflow.core.views import (
     timeline,
     timeline_page,
 )
-from relayflow.deliveries import DAY_MS, Deliveries, IdempotencyKeyReusedError, fingerprint
+from relayflow.deliveries import (
+    DAY_MS,
+    Deliveries,
+    IdempotencyKeyReusedError,
+    fingerprint,
+    run_scope,
+)
 from relayflow.engine import Engine
 from relayflow.errors import (
     DriverShutdownError,
@@ -364,11 +370,11 @@ class WorkflowDriver:
         _check_depth("payload", injection.payload)
         if not given_id:
             return self._inject(run_id, injection)
-        scope, key = f"run:{run_id}", f"{injection.kind}:{injection.id}"
+        scope, key = run_scope(run_id), f"{injection.kind}:{injection.id}"
         digest = fingerprint(injection.kind, injection.key, injection.payload, injection.outcome)
         # The run deduplicates ids it still holds atomically (inbox, recent ids), so a
         # delivery whose first attempt died mid-way is redone at once, not refused.
-        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True)
+        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True, lifelong=True)
         if replay is not None:
             waitpoint = replay.answer.get("waitpointId")
             return self._duplicate(run_id, waitpoint if isinstance(waitpoint, str) else None)

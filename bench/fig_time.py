@@ -320,7 +320,7 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
 
 
-def _trigger_row(where: str, step_s: float, budget_ms: int, trigger: tuple[float, str]) -> Row:
+def trigger_row(where: str, step_s: float, budget_ms: int, trigger: tuple[float, str]) -> Row:
     budget_s = budget_ms / 1000
     seconds, status = trigger
     return Row(
@@ -332,7 +332,7 @@ def _trigger_row(where: str, step_s: float, budget_ms: int, trigger: tuple[float
     )
 
 
-def _acks_row(where: str, acks: Acks) -> Row:
+def acks_row(where: str, acks: Acks) -> Row:
     latencies = acks.latencies
     p50, p90 = _quantile(latencies, 0.5), _quantile(latencies, 0.9)
     worst = max(latencies) if latencies else float("nan")
@@ -353,21 +353,19 @@ def _acks_row(where: str, acks: Acks) -> Row:
 def rows(result: TimeResult) -> list[Row]:
     local: list[Row] = []
     if result.local_trigger is not None:
-        local.append(
-            _trigger_row("local stack", LONG_STEP_S, LOCAL_BUDGET_MS, result.local_trigger)
-        )
+        local.append(trigger_row("local stack", LONG_STEP_S, LOCAL_BUDGET_MS, result.local_trigger))
     if result.local_acks is not None:
-        local.append(_acks_row("local stack", result.local_acks))
+        local.append(acks_row("local stack", result.local_acks))
     in_process = Acks(result.acks, result.consumed, result.distinct)
     return [
         *local,
-        _trigger_row(
+        trigger_row(
             "in process",
             result.step_s,
             result.budget_ms,
             (result.trigger_s, result.trigger_status),
         ),
-        _acks_row("in process", in_process),
+        acks_row("in process", in_process),
         Row(
             FIGURE,
             "delivery id 1,001 vs 1 of one run (DynamoDB requests, write units)",

@@ -710,12 +710,14 @@ class Engine:
         if saved and ids and self.pending is not None:
             self.pending.remove(run_id, ids)
 
-    def _look_again(self, run_id: str, owner: str) -> tuple[RunRecord, RunRecord] | None:
+    def _look_again(self, released: RunRecord, owner: str) -> tuple[RunRecord, RunRecord] | None:
         """After letting go: a delivery stored while the run was held is taken now (it saw
-        the lease, so it left the run to its holder)."""
-        if self.pending is None or not self.pending.pending(run_id):
+        the lease, so it left the run to its holder). An ended run takes nothing more."""
+        if self.pending is None or released.is_terminal:
             return None
-        return self._acquire(run_id, owner, take_over=False)
+        if not self.pending.pending(released.id):
+            return None
+        return self._acquire(released.id, owner, take_over=False)
 
     def _wants_invocation(self, record: RunRecord, now: int) -> bool:
         if record.is_terminal or record.status != "running":
@@ -782,7 +784,7 @@ class Engine:
         if saved is None:
             return self._acquire(stored.id, owner, take_over=False)
         self._apply_effects(effects, work, driving=stored.id)
-        return self._look_again(stored.id, owner)
+        return self._look_again(saved, owner)
 
     def _invoke(
         self,
@@ -900,7 +902,7 @@ class Engine:
                 current = self.runs.get(run_id)
                 continue
             self._apply_effects(transition.effects, work, driving=current.id)
-            return self._look_again(current.id, owner) if done else (saved, saved)
+            return self._look_again(saved, owner) if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
 
     def _holds(self, record: RunRecord, owner: str) -> bool:

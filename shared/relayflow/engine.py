@@ -281,7 +281,8 @@ class Engine:
     def _inject_stored(
         self, pending: PendingDeliveries, run_id: str, injection: Injection
     ) -> tuple[InjectionResult, RunRecord]:
-        """Store the delivery, then take it into the record unless a live holder will.
+        """Store the delivery, then take it into a waiting run nobody holds; a run that is
+        held or running is left to its drive.
 
         The delivery is stored before the run is read, and the holder reads the store after
         it lets go of the lease: a delivery that sees the run leased is always found.
@@ -306,8 +307,10 @@ class Engine:
                 pending.remove(run_id, [injection.id])
                 inject(record, injection, now, self.settings)  # raises: it ended
             lease = record.lease
-            if lease is not None and lease.expires_at > now:
-                return InjectionResult("buffered"), record  # the holder takes it
+            if (lease is not None and lease.expires_at > now) or record.status == "running":
+                # The holder takes it; a running run nobody holds yet is due for a drive
+                # (handed off, or the sweeper's), which takes it first.
+                return InjectionResult("buffered"), record
             stored = pending.pending(run_id)
             if all(item.id != injection.id for item in stored):
                 raise InboxFullError(f"run {run_id} has no room for {injection.id!r}")

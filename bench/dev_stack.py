@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +44,7 @@ class DevStack:
         self.token = f"bench-{secrets.token_hex(8)}"
         self.port = _free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        self._state_dir = tempfile.mkdtemp(prefix="relayflow-bench-state-")
         # The child's console, read back when it fails; closed on exit.
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
 
@@ -52,7 +54,7 @@ class DevStack:
 
     def __enter__(self) -> DevStack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYFLOW_")}
-        env["RELAYFLOW_DEV_STATE"] = tempfile.mkdtemp(prefix="relayflow-bench-state-")
+        env["RELAYFLOW_DEV_STATE"] = self._state_dir
         command = [
             sys.executable, "-m", "relayflow.cli", "dev", "--app", APP,
             "--port", str(self.port), "--moto-port", str(_free_port()), "--token", self.token,
@@ -92,6 +94,7 @@ class DevStack:
                 process.kill()
                 process.wait(timeout=10)
         self._log.close()
+        shutil.rmtree(self._state_dir, ignore_errors=True)
 
     def request_post(self, path: str, body: Any) -> tuple[int, Any]:
         """``POST path`` with a JSON body."""

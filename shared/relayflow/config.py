@@ -212,8 +212,8 @@ class Settings:
         inbox_limit: Early deliveries buffered per run.
         recent_delivery_ids: Delivery ids also kept on the run (closes the window between
             claiming an id and delivering it).
-        delivery_id_memory_ms: How long delivery ids and ``Idempotency-Key`` answers are
-            remembered (plus the retention).
+        delivery_id_memory_ms: How long ``Idempotency-Key`` answers are remembered (plus
+            the retention); a run's delivery ids are kept for its whole life instead.
         dispatch_max_attempts: Attempts of one invocation against an unreachable host.
         dispatch_backoff_ms: Delay after the first transient dispatch failure (doubles).
         dispatch_backoff_max_ms: Cap of that delay.

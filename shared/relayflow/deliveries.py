@@ -35,6 +35,11 @@ class RequestInProgressError(RelayflowError):
     code = "request_in_progress"
 
 
+def run_scope(run_id: str) -> str:
+    """The scope of the delivery ids sent to one run (kept for the run's whole life)."""
+    return f"run:{run_id}"
+
+
 def fingerprint(*parts: Any) -> str:
     """A digest of ``parts`` (JSON values) in canonical form."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -66,13 +71,21 @@ class Deliveries:
     memory_ms: int
 
     def begin(
-        self, scope: str, key: str, digest: str, *, share_unanswered: bool = False
+        self,
+        scope: str,
+        key: str,
+        digest: str,
+        *,
+        share_unanswered: bool = False,
+        lifelong: bool = False,
     ) -> Replay | None:
         """Claim ``(scope, key)``; None when this caller goes ahead, else the first answer.
 
         ``share_unanswered``: an unanswered claim does not stop this caller (for work that
         deduplicates itself atomically, like a delivery into a run, so that a retry after
         a crash need not wait for the hold).
+        ``lifelong``: the id is kept without expiry; the store stamps one when what it
+        belongs to ends (a run's delivery ids, see ``run_scope``), instead of ``memory_ms``.
 
         Raises:
             IdempotencyKeyReusedError: The key was used with other content.
@@ -85,7 +98,7 @@ class Deliveries:
             digest,
             now_ms=now,
             hold_ms=self.hold_ms,
-            expires_at=now + self.memory_ms,
+            expires_at=None if lifelong else now + self.memory_ms,
         )
         if claim.won:
             return None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from relayflow.adapters.memory.deliveries import InMemoryDeliveryLog
-from relayflow.core.inbox import Injection, InjectionResult
+from relayflow.core.inbox import Injection, InjectionOutcome, InjectionResult
 from relayflow.core.record import RecordModel, RunRecord
 from relayflow.core.trigger import TriggerSpec, resolve_run_id
 from relayflow.core.views import (
@@ -26,7 +26,13 @@ from relayflow.core.views import (
     timeline,
     timeline_page,
 )
-from relayflow.deliveries import DAY_MS, Deliveries, fingerprint
+from relayflow.deliveries import (
+    DAY_MS,
+    Deliveries,
+    IdempotencyKeyReusedError,
+    fingerprint,
+    run_scope,
+)
 from relayflow.engine import Engine
 from relayflow.errors import (
     DriverShutdownError,
@@ -364,21 +370,14 @@ class WorkflowDriver:
         _check_depth("payload", injection.payload)
         if not given_id:
             return self._inject(run_id, injection)
-        scope, key = f"run:{run_id}", f"{injection.kind}:{injection.id}"
+        scope, key = run_scope(run_id), f"{injection.kind}:{injection.id}"
         digest = fingerprint(injection.kind, injection.key, injection.payload, injection.outcome)
         # The run deduplicates ids it still holds atomically (inbox, recent ids), so a
         # delivery whose first attempt died mid-way is redone at once, not refused.
-        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True)
+        replay = self.deliveries.begin(scope, key, digest, share_unanswered=True, lifelong=True)
         if replay is not None:
-            record = self.engine.runs.get(run_id)
-            if record is None:
-                raise RunNotFoundError(f"no run with id {run_id!r}")
             waitpoint = replay.answer.get("waitpointId")
-            return Delivery(
-                status="duplicate",
-                waitpoint_id=waitpoint if isinstance(waitpoint, str) else None,
-                run=self.admin.describe(record),
-            )
+            return self._duplicate(run_id, waitpoint if isinstance(waitpoint, str) else None)
         try:
             delivery = self._inject(run_id, injection)
         except RelayflowError:
@@ -433,25 +432,55 @@ class WorkflowDriver:
         ``run_id`` is needed only for a token id the workflow chose itself; generated ids
         locate their run.
         """
-        run, key = token_target(token_id, run_id)
-        injection = Injection(
-            kind="MANUAL", key=key, id=f"token:{key}", payload=payload, outcome="complete"
-        )
-        return self._deliver(run, injection)
+        return self._settle_token(token_id, run_id, "complete", payload=payload)
 
     def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
         """Fail a token: its wait raises ``TokenFailedError`` carrying ``error``."""
-        run, key = token_target(token_id, run_id)
-        injection = Injection(
-            kind="MANUAL", key=key, id=f"token:{key}", outcome="fail", error=token_error(error)
-        )
-        return self._deliver(run, injection)
+        return self._settle_token(token_id, run_id, "fail", error=token_error(error))
 
     def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
         """Push the heartbeat deadline of a token wait."""
+        return self._settle_token(token_id, run_id, "heartbeat")
+
+    def _settle_token(
+        self,
+        token_id: str,
+        run_id: str | None,
+        outcome: InjectionOutcome,
+        *,
+        payload: Any = None,
+        error: SerializedError | None = None,
+    ) -> Delivery:
+        """Deliver a token outcome. A completion or failure is claimed in the delivery log
+        for the run's whole life (``token:<id>``): its repeat gets the first answer, and
+        another outcome for a settled token answers ``duplicate``. Heartbeats repeat by
+        design and are not logged."""
         run, key = token_target(token_id, run_id)
-        injection = Injection(kind="MANUAL", key=key, id=f"hb:{key}", outcome="heartbeat")
-        return self._deliver(run, injection)
+        heartbeat = outcome == "heartbeat"
+        injection = Injection(
+            kind="MANUAL",
+            key=key,
+            id=f"{'hb' if heartbeat else 'token'}:{key}",
+            payload=payload,
+            outcome=outcome,
+            error=error,
+        )
+        if heartbeat:
+            return self._deliver(run, injection)
+        try:
+            return self._deliver(run, injection, given_id=True)
+        except IdempotencyKeyReusedError:
+            # A token settles once: another outcome changes nothing, as it always answered.
+            return self._duplicate(run, None)
+
+    def _duplicate(self, run_id: str, waitpoint_id: str | None) -> Delivery:
+        """The answer to a delivery whose id was delivered before: the run as it stands."""
+        record = self.engine.runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return Delivery(
+            status="duplicate", waitpoint_id=waitpoint_id, run=self.admin.describe(record)
+        )
 
 
 class WorkflowAdmin:

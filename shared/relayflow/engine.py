@@ -1,7 +1,10 @@
 """Drives runs: load -> transition -> conditional save -> effects, retrying lost races.
 
 One driver at a time per run holds a lease (owner, expiry); whoever changes a leased run
-leaves a dirty mark so the holder looks again before it lets go (DESIGN §8).
+leaves a dirty mark so the holder looks again before it lets go (DESIGN §8). Events and
+signals are stored on their own first (``ports.PendingDeliveries``) and taken into the
+record by the run's holder, or by the delivery itself when nobody holds the run: concurrent
+deliveries never contend on the run's record while it is driven.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from relayflow.core.effects import (
     StartChild,
     Transition,
 )
-from relayflow.core.inbox import Injection, InjectionResult
+from relayflow.core.inbox import InboxFullError, Injection, InjectionResult
 from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
 from relayflow.core.outcome import finish, runtime_error, working_copy
+from relayflow.core.pending import result_in, take
 from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import (
@@ -58,6 +62,7 @@ from relayflow.ports import (
     Clock,
     DispatcherResolver,
     DriveAbandoned,
+    PendingDeliveries,
     RunObserver,
     RunStore,
 )
@@ -114,6 +119,8 @@ class Engine:
         owner: Identity of this process in leases (random by default).
         checkpoints: The runs' checkpoint log, offered to step hosts so each step is durable
             before the body goes on (without one, durability is per invocation).
+        pending: Where events and signals are stored until the run's record takes them
+            (without one, each is saved into the record by a conditional save of its own).
     """
 
     def __init__(
@@ -128,8 +135,10 @@ class Engine:
         workflow_timeout: Callable[[str], int | None] | None = None,
         owner: str | None = None,
         checkpoints: CheckpointLog | None = None,
+        pending: PendingDeliveries | None = None,
     ) -> None:
         self.runs = runs
+        self.pending = pending
         self.checkpoints = checkpoints
         self.alarms = alarms
         self.dispatchers = dispatchers
@@ -259,13 +268,17 @@ class Engine:
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
         """Deliver an event, signal or token outcome, then drive the run if it resumed.
 
-        A run another process is driving is only marked dirty: its holder looks again.
+        A run another process is driving is only marked dirty: its holder looks again. With
+        a store of pending deliveries, an event or signal is stored there instead and taken
+        by the holder before it lets go (answered ``buffered`` without waiting for it).
 
         Raises:
             RunNotFoundError: No such run.
             RunTerminalError: The run already ended.
             InboxFullError: The run's inbox is full.
         """
+        if self.pending is not None and injection.outcome == "deliver":
+            return self._inject_stored(self.pending, run_id, injection)
         work = _Work()
         settings = self.settings
 
@@ -278,6 +291,65 @@ class Engine:
             return result, saved
         self._run(work)
         return result, self._load(run_id)
+
+    def _inject_stored(
+        self, pending: PendingDeliveries, run_id: str, injection: Injection
+    ) -> tuple[InjectionResult, RunRecord]:
+        """Store the delivery, then take it into a waiting run nobody holds; a run that is
+        held or running is left to its drive.
+
+        The delivery is stored before the run is read, and the holder reads the store after
+        it lets go of the lease: a delivery that sees the run leased is always found.
+        """
+        if not pending.post(run_id, injection.to_item(self.clock.now_ms())):
+            # The same id is stored, not taken yet: a repeat of a delivery under way.
+            return InjectionResult("duplicate"), self._load(run_id)
+        work = _Work()
+        for _ in range(_MAX_RACES):
+            found = self.runs.get(run_id)
+            if found is None:
+                pending.remove(run_id, [injection.id])
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            record = found
+            now = self.clock.now_ms()
+            held = result_in(record, injection.id)
+            if held is not None:
+                # Taken by another save since it was stored (or by an earlier delivery of
+                # the same id, whose repeat the next taker drops as seen).
+                return held, record
+            if record.is_terminal:
+                pending.remove(run_id, [injection.id])
+                inject(record, injection, now, self.settings)  # raises: it ended
+            lease = record.lease
+            if (lease is not None and lease.expires_at > now) or record.status == "running":
+                # The holder takes it; a running run nobody holds yet is due for a drive
+                # (handed off, or the sweeper's), which takes it first.
+                return InjectionResult("buffered"), record
+            stored = pending.pending(run_id)
+            if all(item.id != injection.id for item in stored):
+                raise InboxFullError(f"run {run_id} has no room for {injection.id!r}")
+            taken = take(record, stored, now, self.settings)
+            if injection.id in taken.refused:
+                pending.remove(run_id, [injection.id])
+                raise InboxFullError(f"run {run_id}'s inbox is full")
+            saved = record
+            if taken.transition.changed:
+                try:
+                    saved = self.runs.save(taken.transition.record, expected_version=record.version)
+                except StaleRunError:
+                    continue
+                self._observe(record, saved)
+            pending.remove(run_id, [*taken.results, *taken.seen])
+            self._apply_effects(taken.transition.effects, work)
+            result = taken.results.get(injection.id) or result_in(saved, injection.id)
+            if result is None:
+                continue
+            if self._handing_off():
+                self._hand_off_work(work)
+                return result, saved
+            self._run(work)
+            return result, self._load(run_id)
+        raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
 
     def cancel(
         self, run_id: str, *, reason: str | None = None, compensate: bool = False
@@ -552,6 +624,11 @@ class Engine:
     def _needs_attention(self, record: RunRecord, now: int) -> bool:
         if record.is_terminal:
             return False
+        if self._due(record, now):
+            return True
+        return self.pending is not None and bool(self.pending.pending(record.id))
+
+    def _due(self, record: RunRecord, now: int) -> bool:
         if record.dirty:
             return True
         if record.timeout_deadline is not None and record.timeout_deadline <= now:
@@ -624,6 +701,7 @@ class Engine:
             now = self.clock.now_ms()
             effects: list[Effect] = []
             if not draft.is_terminal:
+                draft = self._take_stored(draft, now, effects)
                 tick = on_alarm(draft, now, self.settings)
                 if tick.changed:
                     draft = tick.record
@@ -638,6 +716,45 @@ class Engine:
                 self._handoff(run_id, now)
             claimed = self._let_go(stored, draft, effects, owner, work)
 
+    def _take_stored(self, draft: RunRecord, now: int, effects: list[Effect]) -> RunRecord:
+        """Take the run's stored deliveries into the draft; they are removed from the store
+        once a save carries them (see :meth:`_save`)."""
+        if self.pending is None:
+            return draft
+        stored = self.pending.pending(draft.id)
+        if not stored:
+            return draft
+        taken = take(draft, stored, now, self.settings)
+        if taken.refused:
+            _log.warning(
+                "run %s: inbox full, stored deliveries %s dropped", draft.id, taken.refused
+            )
+        self._settling(draft.id).update(taken.settled)
+        effects.extend(taken.transition.effects)
+        return taken.transition.record
+
+    def _settling(self, run_id: str) -> set[str]:
+        """Stored deliveries of ``run_id`` the next save of this thread's drive carries."""
+        settling: dict[str, set[str]] | None = getattr(self._local, "settling", None)
+        if settling is None:
+            settling = self._local.settling = {}
+        return settling.setdefault(run_id, set())
+
+    def _settled(self, run_id: str, saved: bool) -> None:
+        settling: dict[str, set[str]] = getattr(self._local, "settling", {})
+        ids = settling.pop(run_id, set())
+        if saved and ids and self.pending is not None:
+            self.pending.remove(run_id, ids)
+
+    def _look_again(self, released: RunRecord, owner: str) -> tuple[RunRecord, RunRecord] | None:
+        """After letting go: a delivery stored while the run was held is taken now (it saw
+        the lease, so it left the run to its holder). An ended run takes nothing more."""
+        if self.pending is None or released.is_terminal:
+            return None
+        if not self.pending.pending(released.id):
+            return None
+        return self._acquire(released.id, owner, take_over=False)
+
     def _wants_invocation(self, record: RunRecord, now: int) -> bool:
         if record.is_terminal or record.status != "running":
             return False
@@ -648,16 +765,20 @@ class Engine:
         """Save ``new`` over ``old``; None when the race was lost (or the save was refused
         for good, in which case the run has been failed)."""
         if new == old:
+            self._settled(old.id, saved=True)
             return old
         try:
             saved = self.runs.save(new, expected_version=old.version)
         except StaleRunError:
+            self._settled(old.id, saved=False)
             return None
         except RelayflowError as exc:
+            self._settled(old.id, saved=False)
             if getattr(exc, "transient", False):
                 raise
             self._fail_unsaveable(old, exc)
             return None
+        self._settled(old.id, saved=True)
         self._observe(old, saved)
         return saved
 
@@ -699,7 +820,7 @@ class Engine:
         if saved is None:
             return self._acquire(stored.id, owner, take_over=False)
         self._apply_effects(effects, work, driving=stored.id)
-        return None
+        return self._look_again(saved, owner)
 
     def _invoke(
         self,
@@ -822,7 +943,7 @@ class Engine:
                 current = self.runs.get(run_id)
                 continue
             self._apply_effects(transition.effects, work, driving=current.id)
-            return None if done else (saved, saved)
+            return self._look_again(saved, owner) if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
 
     def _holds(self, record: RunRecord, owner: str) -> bool:

@@ -5,12 +5,12 @@ Adapters (in memory, AWS) implement these; the engine depends on nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from relayflow.core.record import RunRecord
+    from relayflow.core.record import InboxItem, RunRecord
     from relayflow.protocol import CheckpointEntry
 
 
@@ -251,6 +251,26 @@ class DeliveryClaim:
 
     won: bool
     existing: DeliveryEntry | None = None
+
+
+class PendingDeliveries(Protocol):
+    """Deliveries stored for a run before its record takes them (see ``core.pending``).
+
+    One write-once item per injection id, outside the run's record: concurrent deliveries
+    into one run never write the same item, and a repeated id is refused by the write itself.
+    """
+
+    def post(self, run_id: str, item: InboxItem) -> bool:
+        """Store ``item``; False when one with its id is stored already (nothing changed)."""
+        ...
+
+    def pending(self, run_id: str) -> list[InboxItem]:
+        """Every stored delivery of the run not yet removed (a strongly consistent read)."""
+        ...
+
+    def remove(self, run_id: str, item_ids: Collection[str]) -> None:
+        """Forget deliveries the run's record took (or refused); unknown ids are ignored."""
+        ...
 
 
 class DeliveryLog(Protocol):

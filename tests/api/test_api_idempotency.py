@@ -113,3 +113,17 @@ def test_the_openapi_document_declares_the_header(api: Api) -> None:
     names = {p["name"].lower() for p in trigger.get("parameters", [])}
     assert "idempotency-key" in names
     assert "422" in trigger["responses"]
+
+
+def test_body_delivery_ids_are_claimed_with_the_run_s_own_ids_for_its_whole_life() -> None:
+    from relayflow.api.idempotency import request_key
+
+    claim = request_key(
+        "POST", "/api/runs/run-1/events", {}, {"eventType": "t", "eventId": "e1"}, "caller"
+    )
+    assert claim is not None
+    assert (claim.scope, claim.key, claim.lifelong) == ("run:run-1", "http:EVENT:e1", True)
+    header = request_key(
+        "POST", "/api/runs/run-1/events", {"idempotency-key": "k1"}, {"eventType": "t"}, "caller"
+    )
+    assert header is not None and not header.lifelong, "header keys belong to their caller"

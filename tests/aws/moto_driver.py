@@ -12,10 +12,12 @@ from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.memory import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
+from relayflow.deliveries import DAY_MS
 from relayflow.testing import WorkflowTestEnv
 from relayflow.testing.alarms import EmulatedScheduler
 from relayflow.testing.env import DEFAULT_START_MS
@@ -77,4 +79,7 @@ def moto_driver(
         manifests=manifests,
         payloads=payloads,
         checkpoints=checkpoints,
+        pending=DynamoDBPendingDeliveries(
+            SETTINGS.require("table_name"), client_factory=clients.dynamodb, keep_ms=DAY_MS
+        ),
     )

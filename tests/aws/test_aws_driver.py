@@ -148,3 +148,40 @@ def test_a_5_mb_step_output_round_trips_through_a_lambda_step_host(aws: None) ->
     page = driver.admin.timeline("big-2", values=True)
     [render] = [e for e in page.entries if e.id == "render"]
     assert (render.value, render.value_truncated) == ("x" * mid, False)
+
+
+@workflow(id="aws.driver.two_deliveries")
+def two_deliveries(data: Any, ctx: Any) -> list[Any]:
+    return [ctx.wait_for_event("first"), ctx.wait_for_signal("second")]
+
+
+def _delivery_items(clients: AwsClients, run_id: str) -> list[dict[str, Any]]:
+    answer = clients.dynamodb().query(
+        TableName=SETTINGS.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"#delivery#run:{run_id}"}},
+        ConsistentRead=True,
+    )
+    return list(answer["Items"])
+
+
+def test_delivery_ids_live_as_long_as_their_run_then_expire_with_it(aws: None) -> None:
+    clients = AwsClients(region="eu-west-1")
+    tables.create_resources(clients, SETTINGS)
+    clock = VirtualClock(T0)
+    driver = build_aws_driver(SETTINGS, clients=clients, clock=clock, on_due=lambda r, at: None)
+    driver.trigger("aws.driver.two_deliveries", None, run_id="ids-1")
+    assert driver.send_event("ids-1", "first", 1, event_id="e1").status == "resolved"
+    clock.advance(400 * 86_400_000)  # longer than any fixed memory of ids
+    assert driver.send_event("ids-1", "first", 1, event_id="e1").status == "duplicate"
+    items = _delivery_items(clients, "ids-1")
+    assert [i["sk"]["S"] for i in items] == ["EVENT:e1"]
+    assert all("expiresAt" not in i for i in items), "no expiry while the run lives"
+    assert driver.send_signal("ids-1", "second", 2, signal_id="s1").status == "resolved"
+    assert driver.admin.get_run("ids-1").status == "completed"
+    header = clients.dynamodb().get_item(
+        TableName=SETTINGS.table_name, Key={"pk": {"S": "ids-1"}, "sk": {"S": "#run"}}
+    )["Item"]
+    items = _delivery_items(clients, "ids-1")
+    assert sorted(i["sk"]["S"] for i in items) == ["EVENT:e1", "SIGNAL:s1"]
+    assert {i["expiresAt"]["N"] for i in items} == {header["expiresAt"]["N"]}

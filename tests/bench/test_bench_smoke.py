@@ -158,6 +158,16 @@ def test_the_timer_simulation_and_sleep_costs_measure_something() -> None:
     assert all(c.dollars_per_million() > 0 for c in costs.values())
 
 
+def test_the_time_figure_measures_on_the_local_stack_over_http() -> None:
+    from bench import fig_time
+
+    (trigger_s, status), acks = fig_time.measure_local(0.2, 3)
+    assert status == "completed" and trigger_s < fig_time.LOCAL_BUDGET_MS / 1000
+    assert len(acks.latencies) == 3 and acks.consumed == acks.distinct == 3
+    rendered = render([fig_time.acks_row("local stack", acks)])
+    assert "local stack" in rendered
+
+
 def test_the_time_figure_measures_at_small_sizes() -> None:
     from bench import fig_time
 

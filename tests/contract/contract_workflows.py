@@ -221,3 +221,23 @@ def at_most_once(data: Any, ctx: Any) -> Any:
 @workflow(id="ct.shipment_with_timeout")
 def shipment_with_timeout(data: Any, ctx: Any) -> Any:
     return ctx.wait_for_event("shipment.created", match={"orderId": data["id"]}, timeout="1h")
+
+
+@workflow(id="ct.gated_collect")
+def gated_collect(data: Any, ctx: Any) -> Any:
+    """Runs one step that blocks until its gate opens, then collects ``n`` items."""
+    gate = ctx.services.resolve("gate")
+    ctx.step("gate", gate.wait_open)
+    return [ctx.wait_for_event("item") for _ in range(data["n"])]
+
+
+@workflow(id="ct.token_then_items")
+def token_then_items(data: Any, ctx: Any) -> Any:
+    """Waits for a token, then for ``n`` items, then for an ``end`` event."""
+    handle = ctx.wait_for_token(name="approval")
+    ctx.metadata.set("token", handle.token_id)
+    value = handle.wait()
+    items = [ctx.wait_for_event("item") for _ in range(data["n"])]
+    ctx.metadata.set("items", items)
+    ctx.wait_for_event("end")
+    return {"token": value, "items": items}

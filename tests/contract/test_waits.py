@@ -8,6 +8,7 @@ from collections.abc import Callable
 import contract_workflows as wf
 import pytest
 
+from relayflow.core.settings import CoreSettings
 from relayflow.errors import RunTerminalError
 from relayflow.testing import DriverHarness
 
@@ -94,6 +95,22 @@ def test_tokens_are_completed_or_failed(make_env: MakeEnv, action: str, expected
     assert env.get_run(run.id).output == expected
 
 
+def test_a_token_settles_once_for_the_run_s_whole_life(make_env: MakeEnv) -> None:
+    limit = CoreSettings().seen_ids_limit
+    env = make_env(workflows=[wf.token_then_items])
+    run = env.trigger("ct.token_then_items", {"n": limit + 2})
+    token_id = env.get_run(run.id).metadata["token"]
+    assert env.complete_token(token_id, {"ok": True}).status == "resolved"
+    # More deliveries than the run keeps ids of push the token's id out of its record.
+    for n in range(limit + 2):
+        assert env.send_event(run.id, "item", n, event_id=f"e{n}").status == "resolved"
+    assert env.complete_token(token_id, {"ok": True}).status == "duplicate"
+    assert env.complete_token(token_id, {"other": 1}).status == "duplicate"
+    assert env.fail_token(token_id, "declined").status == "duplicate"
+    env.send_event(run.id, "end", None)
+    assert env.get_run(run.id).output == {"token": {"ok": True}, "items": list(range(limit + 2))}
+
+
 def test_generated_token_ids_locate_their_run_among_many(make_env: MakeEnv) -> None:
     env = make_env(workflows=[wf.token])
     runs = [env.trigger("ct.token", {}) for _ in range(3)]
@@ -171,6 +188,58 @@ def test_concurrent_injections_are_each_consumed_once(make_env: MakeEnv) -> None
     env.run_until_idle()
     done = env.get_run(run.id)
     assert done.status == "completed" and sorted(done.output) == list(range(6))
+
+
+class Gate:
+    """A step that blocks until the test opens it (the run stays leased meanwhile)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+
+    def wait_open(self) -> str:
+        self.entered.set()
+        assert self.opened.wait(60), "the gate was never opened"
+        return "open"
+
+
+@pytest.mark.race
+def test_deliveries_into_a_run_being_driven_are_acknowledged_at_once_and_taken_once(
+    make_env: MakeEnv,
+) -> None:
+    gate = Gate()
+    env = make_env(workflows=[wf.gated_collect], services={"gate": gate})
+    n = 8
+    run_id = "run_hot"
+    driving = threading.Thread(
+        target=lambda: env.trigger("ct.gated_collect", {"n": n}, run_id=run_id), daemon=True
+    )
+    driving.start()
+    assert gate.entered.wait(60)
+    barrier = threading.Barrier(n)
+    answers: dict[int, str] = {}
+
+    def send(k: int) -> None:
+        barrier.wait()
+        answers[k] = env.send_event(run_id, "item", k, event_id=f"e{k}").status
+
+    senders = [threading.Thread(target=send, args=(k,)) for k in range(n)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(60)
+    # Every delivery was answered while the run's drive was still inside its step.
+    assert not gate.opened.is_set() and driving.is_alive()
+    assert answers == {k: "buffered" for k in range(n)}
+    again = env.send_event(run_id, "item", 0, event_id="e0")
+    assert again.status == "duplicate"
+    gate.opened.set()
+    driving.join(60)
+    assert not driving.is_alive(), "the drive never let go of the run"
+    env.run_until_idle()
+    done = env.get_run(run_id)
+    assert done.status == "completed"
+    assert sorted(done.output) == list(range(n)), "each delivery is taken exactly once"
 
 
 @pytest.mark.parametrize(("on_timeout", "output"), [("null", {"got": None})])

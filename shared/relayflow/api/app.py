@@ -244,7 +244,9 @@ class RelayflowResolver(APIGatewayHttpResolver):
         if claim is None:
             return None
         try:
-            replay = self.deliveries.begin(claim.scope, claim.key, claim.digest)
+            replay = self.deliveries.begin(
+                claim.scope, claim.key, claim.digest, lifelong=claim.lifelong
+            )
         except IdempotencyKeyReusedError as exc:
             raise ApiError(422, exc.code, exc.message) from None
         except RequestInProgressError as exc:

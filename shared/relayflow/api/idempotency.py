@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from relayflow.deliveries import Deliveries, Replay, fingerprint
+from relayflow.deliveries import Deliveries, Replay, fingerprint, run_scope
 
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -35,6 +35,8 @@ class Claim:
     scope: str
     key: str
     digest: str
+    #: Kept without expiry until what it belongs to ends (a run's delivery ids).
+    lifelong: bool = False
 
 
 class KeyProblem(Exception):
@@ -76,7 +78,9 @@ def request_key(
     given = body.get(field)
     if not isinstance(given, str) or not given:
         return None
-    return Claim(f"http-run:{unquote(match.group('run'))}", f"{kind}:{given}", digest)
+    # Kept with the run's own delivery ids, for the run's whole life (see ``run_scope``).
+    run_id = unquote(match.group("run"))
+    return Claim(run_scope(run_id), f"http:{kind}:{given}", digest, lifelong=True)
 
 
 def replayed(replay: Replay) -> tuple[int, str, str]:

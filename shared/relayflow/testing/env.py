@@ -12,6 +12,7 @@ from relayflow.adapters.memory import (
     InMemoryRunStore,
     VirtualClock,
 )
+from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
 from relayflow.core.waits import reconcile_time
@@ -24,6 +25,7 @@ from relayflow.ports import (
     DispatcherResolver,
     ManifestStore,
     PayloadStore,
+    PendingDeliveries,
     RunQuery,
     RunStore,
 )
@@ -124,6 +126,8 @@ class WorkflowTestEnv:
         payloads: Where large values are kept (read back by the run views).
         checkpoints: The runs' checkpoint log (in memory by default), written by the
             in-process step host for workflows that checkpoint per step.
+        pending: Where events and signals wait for the run's record to take them (in
+            memory by default).
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -148,6 +152,7 @@ class WorkflowTestEnv:
         manifests: ManifestStore | None = None,
         payloads: PayloadStore | None = None,
         checkpoints: CheckpointLog | None = None,
+        pending: PendingDeliveries | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -169,6 +174,7 @@ class WorkflowTestEnv:
             settings=settings,
             workflow_timeout=self._timeout_of,
             checkpoints=self.checkpoints,
+            pending=pending or InMemoryPendingDeliveries(),
         )
         self.environment = environment
         self.driver = WorkflowDriver(

@@ -11,6 +11,7 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
@@ -172,6 +173,11 @@ def build_aws_driver(
         settings=core_settings or settings.core_settings(),
         workflow_timeout=workflow_timeout,
         checkpoints=checkpoints,
+        pending=DynamoDBPendingDeliveries(
+            settings.require("table_name"),
+            client_factory=clients.dynamodb,
+            keep_ms=settings.retention_days * DAY_MS,
+        ),
     )
     deliveries = Deliveries(
         DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import run_items, run_pages, tables
+from relayflow.adapters.aws.deliveries import PARTITION_PREFIX as DELIVERY_PREFIX
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
+from relayflow.deliveries import run_scope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -61,44 +63,50 @@ class RunUpkeep:
                 raise
             _log.warning("could not delete unused items of run %s: %s", run_id, exc)
 
-    def stamp(self, run_id: str, expires: int) -> bool:
-        """Set the TTL on every page item of the run that lacks one; False if it failed.
+    def stamp(self, run_id: str, expires: int, *, deliveries: bool = True) -> bool:
+        """Set the TTL on every page item of the run, and (with ``deliveries``) on every
+        delivery id it logged, that lacks one; False if it failed.
 
-        The pages are written again whole with their TTL, 25 to a request: it costs the same
+        Items are written again whole with their TTL, 25 to a request: it costs the same
         write units as updating each one, in a twenty-fifth of the requests. A finished run's
-        pages never change, so rewriting one can only repeat what it holds.
+        pages never change, so rewriting one can only repeat what it holds; its delivery ids
+        are kept without expiry while it lives, so they are remembered for its whole life.
         """
-        params: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :pages)",
-            "FilterExpression": "attribute_not_exists(#ttl)",
-            "ExpressionAttributeNames": {
-                "#pk": tables.PK,
-                "#sk": tables.SK,
-                "#ttl": tables.TTL_ATTRIBUTE,
-            },
-            "ExpressionAttributeValues": {
-                ":pk": run_items.s(run_id),
-                ":pages": run_items.s(run_pages.PAGE_PREFIX),
-            },
-            "ConsistentRead": True,
-        }
         try:
-            while True:
-                page = self._db().query(**params)
-                stamped = [
-                    {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: run_items.n(expires)}}}
-                    for item in page.get("Items", [])
-                ]
-                self._batch(run_id, stamped)
-                if "LastEvaluatedKey" not in page:
-                    return True
-                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            self._stamp(run_id, run_items.s(run_id), run_pages.PAGE_PREFIX, expires)
+            if deliveries:
+                partition = run_items.s(DELIVERY_PREFIX + run_scope(run_id))
+                self._stamp(run_id, partition, None, expires)
         except Exception as exc:
             if not (is_aws_error(exc) or isinstance(exc, AwsServiceError)):
                 raise
             _log.warning("could not set the expiry of every item of run %s: %s", run_id, exc)
             return False
+        return True
+
+    def _stamp(self, run_id: str, pk: dict[str, Any], prefix: str | None, expires: int) -> None:
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "FilterExpression": "attribute_not_exists(#ttl)",
+            "ExpressionAttributeNames": {"#pk": tables.PK, "#ttl": tables.TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":pk": pk},
+            "ConsistentRead": True,
+        }
+        if prefix is not None:
+            params["KeyConditionExpression"] += " AND begins_with(#sk, :prefix)"
+            params["ExpressionAttributeNames"]["#sk"] = tables.SK
+            params["ExpressionAttributeValues"][":prefix"] = run_items.s(prefix)
+        while True:
+            page = self._db().query(**params)
+            stamped = [
+                {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: run_items.n(expires)}}}
+                for item in page.get("Items", [])
+            ]
+            self._batch(run_id, stamped)
+            if "LastEvaluatedKey" not in page:
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def clear_expiry_mark(self, run_id: str, version: int) -> None:
         """Note on the header that its run's pages all carry their expiry (best effort)."""

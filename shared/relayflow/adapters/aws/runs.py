@@ -312,13 +312,17 @@ class DynamoDBRunStore:
         expires = self._expiry(record)
         change = diff(record, old, lambda part, data: self._offload(run_id, part, data))
         packed, fields = self._headers.document(record, old)
-        # The save that ends the run stamps the expiry on the pages written before it (and a
-        # later save retries if that failed); pages written from then on carry it already.
+        # The save that ends the run stamps the expiry on the pages written before it and on
+        # its delivery ids (and a later save retries if that failed); pages written from then
+        # on carry it already.
         stamp = (
             self._expire_entries
             and expires is not None
             and not insert
-            and (old.expiry_pending or (not old.terminal and (old.head is not None or old.dead)))
+            and (
+                old.expiry_pending
+                or (not old.terminal and (old.head is not None or old.dead or _delivered(record)))
+            )
         )
         new = RunState(
             version=record.version,
@@ -379,7 +383,11 @@ class DynamoDBRunStore:
         if garbage_keys:
             self._upkeep.delete(run_id, garbage_keys)
             new.dead = []
-        if stamp and expires is not None and self._upkeep.stamp(run_id, expires):
+        if (
+            stamp
+            and expires is not None
+            and self._upkeep.stamp(run_id, expires, deliveries=_delivered(record))
+        ):
             new.expiry_pending = False
         return new
 
@@ -461,3 +469,9 @@ class _ConditionFailed(Exception):
         super().__init__("condition failed")
         self.item = item
         self.version = int(item["version"]["N"]) if item and "version" in item else None
+
+
+def _delivered(record: RunRecord) -> bool:
+    """Whether the run may have delivery ids in the log: every delivery it took stays in
+    its inbox or among its consumed ids (never emptied once a delivery was taken)."""
+    return bool(record.seen_injection_ids or record.inbox)

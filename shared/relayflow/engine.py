@@ -301,10 +301,12 @@ class Engine:
         The delivery is stored before the run is read, and the holder reads the store after
         it lets go of the lease: a delivery that sees the run leased is always found.
         """
-        if not pending.post(run_id, injection.to_item(self.clock.now_ms())):
-            # The same id is stored, not taken yet: a repeat of a delivery under way.
-            return InjectionResult("duplicate"), self._load(run_id)
+        # A repeat finds its id stored already (its first attempt died before the id was
+        # taken, or is still under way): it takes it all the same, so a delivery whose
+        # process died mid-way is completed by the client's retry, never left stored.
+        pending.post(run_id, injection.to_item(self.clock.now_ms()))
         work = _Work()
+        looked_again = False
         for _ in range(_MAX_RACES):
             found = self.runs.get(run_id)
             if found is None:
@@ -327,6 +329,11 @@ class Engine:
                 return InjectionResult("buffered"), record
             stored = pending.pending(run_id)
             if all(item.id != injection.id for item in stored):
+                if not looked_again:
+                    # Taken by a repeat of this delivery since the run was read: the run
+                    # read again holds its result.
+                    looked_again = True
+                    continue
                 raise InboxFullError(f"run {run_id} has no room for {injection.id!r}")
             taken = take(record, stored, now, self.settings)
             if injection.id in taken.refused:

@@ -239,8 +239,11 @@ class Cluster:
         raise AssertionError(f"the deployment did not settle in {limit} rounds")
 
     def sweep_after_lease(self) -> None:
-        """Let every lease of a dead process expire, then run the sweeper."""
-        self.clock.advance(self.core_settings.lease_ms + 1)
+        """Let every lease of a dead process expire and every wake time whose alarm a dead
+        process never armed pass (a parent's next check on its children at the latest),
+        then run the sweeper, as its periodic calls would by then."""
+        settings = self.core_settings
+        self.clock.advance(max(settings.lease_ms, settings.child_reconcile_ms) + 1)
         for _ in range(10):
             ok, _ = self.attempt(lambda driver: driver.engine.sweep())
             if ok:

@@ -6,6 +6,8 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from relayflow.sdk.registry import workflow
 from relayflow.testing import WorkflowTestEnv
 
@@ -44,31 +46,19 @@ def cancellable(data: Any, ctx: Any) -> int:
     return total
 
 
-def test_a_cancel_stops_the_body_at_its_next_checkpoint_and_compensates() -> None:
-    steps = Canceller()
+@pytest.mark.parametrize(("compensate", "compensated"), [(True, [3, 2, 1]), (False, [])])
+def test_a_cancel_stops_the_body_at_its_next_checkpoint(
+    compensate: bool, compensated: list[int]
+) -> None:
+    steps = Canceller(compensate=compensate)
     env = WorkflowTestEnv(workflows=[cancellable], services={"steps": steps})
     steps.env = env
     env.trigger("dur.cancel", run_id="run-c")
-    detail = env.get_run("run-c")
-    assert detail.status == "cancelled"
-    # Step 3 finished, its checkpoint met the cancel: nothing after it ran.
+    assert env.get_run("run-c").status == "cancelled"
+    # Step 3 finished, its checkpoint met the cancel: nothing after it ran (a plain cancel
+    # ended the run at once: no step ran whose result nobody keeps).
     assert sorted(steps.calls) == ["s1", "s2", "s3"]
     assert all(count == 1 for count in steps.calls.values())
-    assert steps.compensated == [3, 2, 1]
-    kinds = [entry.kind for entry in env.checkpoints.read("run-c", 0)]
-    assert kinds == ["step", "step", "cancel"]
-
-
-def test_a_plain_cancel_stops_the_body_at_its_next_checkpoint() -> None:
-    steps = Canceller(compensate=False)
-    env = WorkflowTestEnv(workflows=[cancellable], services={"steps": steps})
-    steps.env = env
-    env.trigger("dur.cancel", run_id="run-c")
-    detail = env.get_run("run-c")
-    assert detail.status == "cancelled"
-    # The run ended at the cancel; the host learnt of it at step 3's checkpoint and ran
-    # nothing more (no step whose result nobody keeps), compensating nothing.
-    assert sorted(steps.calls) == ["s1", "s2", "s3"]
-    assert steps.compensated == []
+    assert steps.compensated == compensated
     kinds = [entry.kind for entry in env.checkpoints.read("run-c", 0)]
     assert kinds == ["step", "step", "cancel"]

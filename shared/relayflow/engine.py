@@ -158,11 +158,30 @@ class Engine:
         self._observers.append(observer)
 
     def _observe(self, before: RunRecord | None, after: RunRecord) -> None:
+        self._note_saved(after)
         for observer in self._observers:
             try:
                 observer.on_saved(before, after)
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
+
+    def _note_saved(self, saved: RunRecord) -> None:
+        watched: dict[str, RunRecord] | None = getattr(self._local, "watched", None)
+        if watched is not None and saved.id in watched:
+            watched[saved.id] = saved
+
+    @contextmanager
+    def _watching(self, record: RunRecord) -> Iterator[dict[str, RunRecord]]:
+        """Keep, for the block, the last version of ``record`` this thread saved: a drive that
+        just saved a run need not read it back (and parse its whole journal) to return it."""
+        watched: dict[str, RunRecord] | None = getattr(self._local, "watched", None)
+        if watched is None:
+            watched = self._local.watched = {}
+        watched[record.id] = record
+        try:
+            yield watched
+        finally:
+            del watched[record.id]
 
     @property
     def owner(self) -> str:
@@ -261,9 +280,13 @@ class Engine:
         if drive and self._handing_off():
             self.hand_off(stored.id)
             return stored, True
-        if drive:
+        if not drive:
+            return self._load(stored.id), True
+        with self._watching(stored) as watched:
             self._run(_Work([stored.id], known=[stored]))
-        return self._load(stored.id), True
+            latest = watched[stored.id]
+        # Nothing saved by this drive (another process holds the run): read what is stored.
+        return (self._load(stored.id) if latest is stored else latest), True
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
         """Deliver an event, signal or token outcome, then drive the run if it resumed.
@@ -675,7 +698,7 @@ class Engine:
                     return None
                 marked = record.model_copy(update={"dirty": True})
                 try:
-                    self.runs.save(marked, expected_version=record.version)
+                    self._note_saved(self.runs.save(marked, expected_version=record.version))
                 except StaleRunError:
                     continue
                 return None

@@ -11,7 +11,7 @@ import pytest
 
 from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
 from relayflow.core.inbox import Injection
-from relayflow.core.record import Lease
+from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine import Engine
@@ -322,3 +322,31 @@ def test_the_inline_dispatcher_turns_a_host_crash_into_an_abandoned_drive() -> N
 
     with pytest.raises(DriveAbandoned):
         InlineDispatcher(handler=dying_host).dispatch({"runId": "r"})
+
+
+class CountingRunStore(InMemoryRunStore):
+    """Records the runs read in full (a read of a long run parses its whole journal)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def get(self, run_id: str) -> RunRecord | None:
+        self.reads.append(run_id)
+        return super().get(run_id)
+
+
+@pytest.mark.parametrize(
+    ("host", "run_id", "workflow_id"),
+    [(sleeps(0), "r", "wf"), (sleeps(2), "r", "wf"), (_parent_child_host, "p", "parent")],
+)
+def test_a_trigger_returns_the_run_as_its_drive_saved_it_without_reading_it_back(
+    host: Host, run_id: str, workflow_id: str
+) -> None:
+    world = World(host)
+    world.runs = world.engine.runs = CountingRunStore()
+    record, created = world.engine.trigger(
+        TriggerSpec(workflow_id=workflow_id, input=None, run_id=run_id)
+    )
+    assert created and run_id not in world.runs.reads
+    assert record == world.runs.get(run_id) and record.version > 1

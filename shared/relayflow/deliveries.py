@@ -46,6 +46,16 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+def delivery_key(kind: str, delivery_id: str) -> str:
+    """The key of a delivery id chosen by the caller, in its run's scope."""
+    return f"{kind}:{delivery_id}"
+
+
+def delivery_fingerprint(kind: str, key: Any, payload: Any, outcome: str) -> str:
+    """The content a delivery id stands for: a repeat with other content is refused."""
+    return fingerprint(kind, key, payload, outcome)
+
+
 @dataclass(frozen=True)
 class Replay:
     """The first answer of a delivery id, given again."""

@@ -30,7 +30,8 @@ from relayflow.deliveries import (
     DAY_MS,
     Deliveries,
     IdempotencyKeyReusedError,
-    fingerprint,
+    delivery_fingerprint,
+    delivery_key,
     run_scope,
 )
 from relayflow.engine import Engine
@@ -76,6 +77,11 @@ def _workflow_config(workflow: WorkflowRef) -> tuple[int | None, tuple[str, ...]
     timeout = getattr(config, "timeout_ms", None)
     tags = getattr(config, "tags", ())
     return (timeout if isinstance(timeout, int) else None), tuple(str(t) for t in tags or ())
+
+
+def replay_answer(delivery: Delivery) -> dict[str, Any]:
+    """What a delivery id's claim keeps for the driver to answer a repeat with."""
+    return {"waitpointId": delivery.waitpoint_id}
 
 
 def token_error(error: Any) -> SerializedError:
@@ -359,8 +365,14 @@ class WorkflowDriver:
             manifest, environment, dict(envelope), idempotency_key=idempotency_key, trigger=start
         )
 
-    def _deliver(self, run_id: str, injection: Injection, *, given_id: bool = False) -> Delivery:
+    def _deliver(
+        self, run_id: str, injection: Injection, *, given_id: bool = False, claimed: bool = False
+    ) -> Delivery:
         """Inject into the run; an id the caller chose is claimed first, for the run's life.
+
+        ``claimed``: the caller holds the id's claim already (``delivery_key`` and
+        ``delivery_fingerprint`` in ``run_scope``) and stores the answer on it, so the
+        delivery costs one claim, not two.
 
         Raises:
             IdempotencyKeyReusedError: The id was delivered before with other content.
@@ -368,10 +380,12 @@ class WorkflowDriver:
         """
         self._check_open()
         _check_depth("payload", injection.payload)
-        if not given_id:
+        if not given_id or claimed:
             return self._inject(run_id, injection)
-        scope, key = run_scope(run_id), f"{injection.kind}:{injection.id}"
-        digest = fingerprint(injection.kind, injection.key, injection.payload, injection.outcome)
+        scope, key = run_scope(run_id), delivery_key(injection.kind, injection.id)
+        digest = delivery_fingerprint(
+            injection.kind, injection.key, injection.payload, injection.outcome
+        )
         # The run deduplicates ids it still holds atomically (inbox, recent ids), so a
         # delivery whose first attempt died mid-way is redone at once, not refused.
         replay = self.deliveries.begin(scope, key, digest, share_unanswered=True, lifelong=True)
@@ -383,8 +397,9 @@ class WorkflowDriver:
         except RelayflowError:
             self.deliveries.abandon(scope, key, digest)
             raise
-        answer = {"status": delivery.status, "waitpointId": delivery.waitpoint_id}
-        self.deliveries.finish(scope, key, digest, answer)
+        self.deliveries.finish(
+            scope, key, digest, {"status": delivery.status, **replay_answer(delivery)}
+        )
         return delivery
 
     def _inject(self, run_id: str, injection: Injection) -> Delivery:
@@ -402,8 +417,12 @@ class WorkflowDriver:
         *,
         event_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        claimed: bool = False,
     ) -> Delivery:
-        """Deliver an event to one run (resolving a matching wait, or into its inbox)."""
+        """Deliver an event to one run (resolving a matching wait, or into its inbox).
+
+        ``claimed``: the caller holds the claim of ``event_id`` (see ``_deliver``).
+        """
         meta = dict(metadata or {})
         given = event_id or meta.get("eventId")
         injection = Injection(
@@ -413,16 +432,25 @@ class WorkflowDriver:
             payload=payload,
             metadata=meta,
         )
-        return self._deliver(run_id, injection, given_id=bool(given))
+        return self._deliver(run_id, injection, given_id=bool(given), claimed=claimed)
 
     def send_signal(
-        self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        claimed: bool = False,
     ) -> Delivery:
-        """Deliver a signal to one run."""
+        """Deliver a signal to one run.
+
+        ``claimed``: the caller holds the claim of ``signal_id`` (see ``_deliver``).
+        """
         injection = Injection(
             kind="SIGNAL", key=name, id=signal_id or f"sig_{secrets.token_hex(8)}", payload=payload
         )
-        return self._deliver(run_id, injection, given_id=signal_id is not None)
+        return self._deliver(run_id, injection, given_id=signal_id is not None, claimed=claimed)
 
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None

@@ -122,8 +122,47 @@ def test_body_delivery_ids_are_claimed_with_the_run_s_own_ids_for_its_whole_life
         "POST", "/api/runs/run-1/events", {}, {"eventType": "t", "eventId": "e1"}, "caller"
     )
     assert claim is not None
-    assert (claim.scope, claim.key, claim.lifelong) == ("run:run-1", "http:EVENT:e1", True)
+    # The driver's own claim of the id: one record whichever way the delivery comes.
+    assert (claim.scope, claim.key, claim.lifelong, claim.delivery) == (
+        "run:run-1",
+        "EVENT:e1",
+        True,
+        True,
+    )
     header = request_key(
         "POST", "/api/runs/run-1/events", {"idempotency-key": "k1"}, {"eventType": "t"}, "caller"
     )
     assert header is not None and not header.lifelong, "header keys belong to their caller"
+
+
+def test_a_body_delivery_id_costs_one_claim(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.signal"}).body
+    log = api.env.driver.deliveries.log
+    claimed: list[tuple[str, str]] = []
+    claim = log.claim
+
+    def counted(scope: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        claimed.append((scope, key))
+        return claim(scope, key, *args, **kwargs)
+
+    log.claim = counted  # type: ignore[method-assign]
+    body = {"name": "other", "payload": 1, "signalId": "s-9"}
+    assert api.post(f"/api/runs/{run['id']}/signals", body).status == 200
+    assert claimed == [(f"run:{run['id']}", "SIGNAL:s-9")]
+
+
+def test_a_body_delivery_id_is_one_record_for_the_api_and_the_driver(api: Api) -> None:
+    run = api.post("/api/runs", {"workflowId": "api.signal"}).body
+    body = {"name": "other", "payload": 1, "signalId": "s-10"}
+    assert api.post(f"/api/runs/{run['id']}/signals", body).status == 200
+    direct = api.env.driver.send_signal(run["id"], "other", 1, signal_id="s-10")
+    assert direct.status == "duplicate"
+    # Delivered by the driver first: the driver answers the repeat over HTTP.
+    api.env.driver.send_signal(run["id"], "other", 2, signal_id="s-11")
+    again = api.post(f"/api/runs/{run['id']}/signals", {**body, "payload": 2, "signalId": "s-11"})
+    assert again.status == 200 and again.body["delivery"]["status"] == "duplicate"
+    assert "idempotent-replayed" not in again.headers
+    reused = api.post(f"/api/runs/{run['id']}/signals", {**body, "signalId": "s-11"})
+    assert (reused.status, reused.error) == (422, "idempotency_key_reused")
+    stored = api.env.runs.get(run["id"])
+    assert stored is not None and [item.id for item in stored.inbox] == ["s-10", "s-11"]

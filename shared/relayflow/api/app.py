@@ -128,7 +128,6 @@ class RelayflowResolver(APIGatewayHttpResolver):
         self.deliveries = deliveries
         self._openapi_cache: dict[str, Any] | None = None
         # The key a request holds while it runs (requests may be served on several threads).
-        self._claims = threading.local()
 
     # -- per-thread request state ------------------------------------------------------------
 
@@ -177,7 +176,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         started = time.monotonic()
         request_id = _request_id(event, context)
         self.logger.thread_safe_append_keys(request_id=request_id)
-        self._claims.current = None
+        idempotency.hold(None)
         try:
             event = _normalise_event(event)
             # Powertools sets these on its shared class; this thread reads its own copies.
@@ -251,17 +250,22 @@ class RelayflowResolver(APIGatewayHttpResolver):
             raise ApiError(422, exc.code, exc.message) from None
         except RequestInProgressError as exc:
             raise ApiError(409, exc.code, exc.message, headers={"Retry-After": "1"}) from None
+        if replay is not None and not idempotency.is_http_answer(replay):
+            # Delivered before by the driver directly: the driver answers the repeat.
+            return None
         if replay is None:
-            self._claims.current = claim
+            idempotency.hold(claim)
         return replay
 
     def _settle_claim(self, answer: Mapping[str, Any]) -> None:
         """Store a 2xx answer on the request's key, or give the key up."""
-        claim: idempotency.Claim | None = getattr(self._claims, "current", None)
-        self._claims.current = None
+        claim = idempotency.held()
+        idempotency.hold(None)
         if claim is None or self.deliveries is None:
             return
         stored = idempotency.stored_answer(answer)
+        if stored is not None:
+            stored.update(claim.extra)
         try:
             if stored is None:
                 self.deliveries.abandon(claim.scope, claim.key, claim.digest)

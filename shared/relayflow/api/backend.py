@@ -99,16 +99,30 @@ class Backend:
         return self.admin.cancel_run(run_id, reason=reason, compensate=compensate)
 
     def send_event(
-        self, run_id: str, event_type: str, payload: Any, event_id: str | None
+        self,
+        run_id: str,
+        event_type: str,
+        payload: Any,
+        event_id: str | None,
+        *,
+        claimed: bool = False,
     ) -> Delivery:
-        """Deliver an event to one run."""
-        return self.driver.send_event(run_id, event_type, payload, event_id=event_id)
+        """Deliver an event to one run (``claimed``: the request holds the id's claim)."""
+        return self.driver.send_event(
+            run_id, event_type, payload, event_id=event_id, claimed=claimed
+        )
 
     def send_signal(
-        self, run_id: str, name: str, payload: Any, signal_id: str | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        signal_id: str | None = None,
+        *,
+        claimed: bool = False,
     ) -> Delivery:
-        """Deliver a signal to one run."""
-        return self.driver.send_signal(run_id, name, payload, signal_id=signal_id)
+        """Deliver a signal to one run (``claimed``: the request holds the id's claim)."""
+        return self.driver.send_signal(run_id, name, payload, signal_id=signal_id, claimed=claimed)
 
     def complete_token(self, run_id: str | None, token_id: str, payload: Any) -> Delivery:
         """Complete a token (``run_id`` None: the token id locates its run)."""

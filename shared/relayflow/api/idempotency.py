@@ -6,25 +6,37 @@ stored on it, anything else gives the claim up so that a retry does the work. A 
 the same key and the same request (method, path, body) gets the stored status and body with
 ``Idempotent-Replayed: true``; the same key with another request answers 422
 ``idempotency_key_reused``; a repeat while the first is under way answers 409
-``request_in_progress`` (retry). Event and signal ids in the body act as keys of their run.
+``request_in_progress`` (retry). Event and signal ids in the body act as keys of their run:
+the request's claim is the delivery id's own claim in the run (the driver is told it is held,
+and the stored answer carries what a repeat through the driver needs), so a delivery costs one
+claim.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from relayflow.deliveries import Deliveries, Replay, fingerprint, run_scope
+from relayflow.deliveries import (
+    Deliveries,
+    Replay,
+    delivery_fingerprint,
+    delivery_key,
+    fingerprint,
+    run_scope,
+)
 
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 255
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-#: Routes whose body id (``eventId``/``signalId``) keys the request when no header does.
-_BODY_IDS = {"events": ("eventId", "EVENT"), "signals": ("signalId", "SIGNAL")}
+#: Routes whose body id (``eventId``/``signalId``) keys the request when no header does:
+#: (id field, delivery kind, field of the delivery's key).
+_BODY_IDS = {"events": ("eventId", "EVENT", "eventType"), "signals": ("signalId", "SIGNAL", "name")}
 _RUN_WRITE = re.compile(r"^/api/runs/(?P<run>[^/]+)/(?P<what>events|signals)$")
 
 
@@ -37,6 +49,30 @@ class Claim:
     digest: str
     #: Kept without expiry until what it belongs to ends (a run's delivery ids).
     lifelong: bool = False
+    #: The claim of the body's delivery id itself: the driver does not claim it again.
+    delivery: bool = False
+    #: Stored with the answer besides the HTTP answer (what the driver replays a repeat with).
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+#: The claim the request being answered on this thread holds, if any.
+_held: ContextVar[Claim | None] = ContextVar("relayflow_request_claim", default=None)
+
+
+def hold(claim: Claim | None) -> None:
+    """Record ``claim`` (None: nothing) as the current request's claim."""
+    _held.set(claim)
+
+
+def held() -> Claim | None:
+    """The current request's claim."""
+    return _held.get()
+
+
+def held_delivery() -> Claim | None:
+    """The current request's claim when it is the claim of the body's delivery id."""
+    claim = _held.get()
+    return claim if claim is not None and claim.delivery else None
 
 
 class KeyProblem(Exception):
@@ -74,13 +110,27 @@ def request_key(
     match = _RUN_WRITE.match(path)
     if match is None or not isinstance(body, dict):
         return None
-    field, kind = _BODY_IDS[match.group("what")]
-    given = body.get(field)
+    id_field, kind, key_field = _BODY_IDS[match.group("what")]
+    given = body.get(id_field)
     if not isinstance(given, str) or not given:
         return None
-    # Kept with the run's own delivery ids, for the run's whole life (see ``run_scope``).
+    # The driver's own claim of the id, for the run's whole life (see ``run_scope``): the
+    # same record whether the delivery comes over HTTP or from the driver directly.
     run_id = unquote(match.group("run"))
-    return Claim(run_scope(run_id), f"http:{kind}:{given}", digest, lifelong=True)
+    return Claim(
+        run_scope(run_id),
+        delivery_key(kind, given),
+        # An event or a signal is delivered (the ``deliver`` outcome of its injection).
+        delivery_fingerprint(kind, body.get(key_field), body.get("payload"), "deliver"),
+        lifelong=True,
+        delivery=True,
+    )
+
+
+def is_http_answer(replay: Replay) -> bool:
+    """Whether ``replay`` holds an HTTP answer (a delivery made through the driver directly
+    holds only the driver's)."""
+    return isinstance(replay.answer.get("status"), int)
 
 
 def replayed(replay: Replay) -> tuple[int, str, str]:
@@ -112,6 +162,10 @@ __all__ = [
     "Deliveries",
     "KeyProblem",
     "header_key",
+    "held",
+    "held_delivery",
+    "hold",
+    "is_http_answer",
     "replayed",
     "request_key",
     "stored_answer",

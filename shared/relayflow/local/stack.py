@@ -32,6 +32,7 @@ from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
+from relayflow.local.moto_direct import DirectMoto
 from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalMoto, start_moto
 from relayflow.local.queue_poller import LocalQueuePoller
 from relayflow.local.recurring_scheduler import LocalRecurringScheduler
@@ -256,6 +257,8 @@ class DevStack:
             aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
             region_name=DEFAULT_REGION,
         )
+        assert self._moto is not None
+        DirectMoto(self._moto.server, endpoint_url).attach(session)
         return LocalAwsClients(
             self._lambda, session=session, region=DEFAULT_REGION, endpoint_url=endpoint_url
         )

@@ -41,7 +41,7 @@ from relayflow.core.views import (
     TIMELINE_VALUE_CAP_BYTES,
     RunDetail,
 )
-from relayflow.drivers import Delivery
+from relayflow.drivers import Delivery, replay_answer
 from relayflow.errors import ValidationError
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
@@ -225,8 +225,11 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
         return run_view(run)
 
-    def delivered(delivery: Delivery) -> InjectionView:
+    def delivered(delivery: Delivery, claim: idempotency.Claim | None = None) -> InjectionView:
         observe(delivery.run)
+        if claim is not None:
+            # What the driver answers a repeat of the id with, should one come to it directly.
+            claim.extra.update(replay_answer(delivery))
         return injection_view(delivery)
 
     injection_responses = declare(
@@ -247,10 +250,12 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     )
     def send_event(run_id: RunId, body: Annotated[SendEventRequest, Body()]) -> InjectionView:
         event_id = body.event_id or header_key()
+        claim = idempotency.held_delivery()
         with scope():
-            return delivered(
-                backend.send_event(unquote(run_id), body.event_type, body.payload, event_id)
+            delivery = backend.send_event(
+                unquote(run_id), body.event_type, body.payload, event_id, claimed=claim is not None
             )
+        return delivered(delivery, claim)
 
     @router.post(
         "/api/runs/<run_id>/signals",
@@ -262,10 +267,12 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     )
     def send_signal(run_id: RunId, body: Annotated[SendSignalRequest, Body()]) -> InjectionView:
         signal_id = body.signal_id or header_key()
+        claim = idempotency.held_delivery()
         with scope():
-            return delivered(
-                backend.send_signal(unquote(run_id), body.name, body.payload, signal_id)
+            delivery = backend.send_signal(
+                unquote(run_id), body.name, body.payload, signal_id, claimed=claim is not None
             )
+        return delivered(delivery, claim)
 
     @router.post(
         "/api/runs/<run_id>/tokens/<token_id>",

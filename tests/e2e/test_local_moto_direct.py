@@ -1,0 +1,90 @@
+"""The dev stack's own AWS clients call the moto server's app in process, without a socket."""
+
+from __future__ import annotations
+
+import threading
+
+import boto3
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from relayflow.local.moto_direct import DirectMoto
+from relayflow.local.moto_server import start_moto
+from relayflow.local.state import RequestGate, gate_moto_server
+
+TABLE = "direct"
+
+
+def _session() -> boto3.Session:
+    return boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
+def test_direct_clients_share_the_server_s_state_and_need_no_socket() -> None:
+    local = start_moto(port=0)
+    try:
+        session = _session()
+        DirectMoto(local.server, local.endpoint_url).attach(session)
+        direct = session.client("dynamodb", endpoint_url=local.endpoint_url)
+        over_http = _session().client("dynamodb", endpoint_url=local.endpoint_url)
+        direct.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        direct.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+        seen = over_http.get_item(TableName=TABLE, Key={"pk": {"S": "a"}})
+        assert seen["Item"]["n"] == {"N": "1"}
+        with pytest.raises(direct.exceptions.ConditionalCheckFailedException):
+            direct.put_item(
+                TableName=TABLE,
+                Item={"pk": {"S": "a"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        s3 = session.client("s3", endpoint_url=local.endpoint_url)
+        s3.create_bucket(Bucket="direct-bucket")
+        s3.put_object(Bucket="direct-bucket", Key="k", Body=b"x" * 100_000)
+        assert s3.get_object(Bucket="direct-bucket", Key="k")["Body"].read() == b"x" * 100_000
+        # With the port closed, only the in-process path still answers.
+        local.server.stop()
+        assert direct.get_item(TableName=TABLE, Key={"pk": {"S": "a"}})["Item"]["pk"] == {"S": "a"}
+        with pytest.raises(EndpointConnectionError):
+            _session().client(
+                "dynamodb", endpoint_url=local.endpoint_url, config=_no_retries()
+            ).get_item(TableName=TABLE, Key={"pk": {"S": "a"}})
+    finally:
+        local.stop()
+
+
+def test_direct_requests_wait_for_the_state_gate() -> None:
+    local = start_moto(port=0)
+    try:
+        session = _session()
+        DirectMoto(local.server, local.endpoint_url).attach(session)
+        # Wrapped after the clients are made, as the stack does when it restores its state.
+        gate = RequestGate()
+        gate_moto_server(local.server, gate)
+        sqs = session.client("sqs", endpoint_url=local.endpoint_url)
+        done = threading.Event()
+
+        def create() -> None:
+            sqs.create_queue(QueueName="direct")
+            done.set()
+
+        with gate.hold():
+            worker = threading.Thread(target=create, daemon=True)
+            worker.start()
+            assert not done.wait(0.5), "a request was served while a snapshot held the gate"
+        assert done.wait(10)
+        worker.join(10)
+        assert sqs.get_queue_url(QueueName="direct")["QueueUrl"]
+    finally:
+        local.stop()
+
+
+def _no_retries() -> object:
+    from botocore.config import Config
+
+    return Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=1)

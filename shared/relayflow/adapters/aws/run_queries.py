@@ -210,7 +210,7 @@ class RunIndexReader:
                 ":s": run_items.s(shard),
                 ":bucket": run_items.n(bucket),
             },
-            "Limit": min(max(limit, 1), 100),
+            "Limit": min(limit, 100),
         }
         due: list[tuple[int, str]] = []
         while True:

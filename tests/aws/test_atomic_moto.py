@@ -180,9 +180,11 @@ def test_without_the_lock_both_writers_pass_the_same_condition(
     assert gate.first_checked.wait(WAIT_S)
     second, second_outcome = start_writer(client, write, "second")
     assert gate.second_checked.wait(WAIT_S)
+    # Nothing holds the second writer: it finishes before the first one goes on (released at
+    # once, the first could write before the second and the order would be chance).
+    second.join(WAIT_S)
     gate.release.set()
     first.join(WAIT_S)
-    second.join(WAIT_S)
 
     # Both were acknowledged, and the second writer's write is gone.
     assert first_outcome == ["written"]

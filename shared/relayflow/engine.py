@@ -62,6 +62,7 @@ from relayflow.ports import (
     Clock,
     DispatcherResolver,
     DriveAbandoned,
+    InProcessDispatcher,
     PendingDeliveries,
     RunObserver,
     RunStore,
@@ -896,7 +897,10 @@ class Engine:
         failure: DispatchError | None = None
         with self._leases.hold(saved, limits.hold_until, self.settings.lease_ms) as held:
             try:
-                answer = dispatcher.dispatch(request)
+                if isinstance(dispatcher, InProcessDispatcher):
+                    answer = dispatcher.dispatch_in_process(request)
+                else:
+                    answer = dispatcher.dispatch(request)
             except DispatchError as exc:
                 failure = exc
             except Exception as exc:

@@ -172,6 +172,16 @@ class Dispatcher(Protocol):
     def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]: ...
 
 
+@runtime_checkable
+class InProcessDispatcher(Dispatcher, Protocol):
+    """A dispatcher whose host runs in this process and can hand a 200's StepResponse over
+    as it is: a long run's journal is then not turned into wire form and validated back."""
+
+    def dispatch_in_process(self, request: dict[str, Any]) -> tuple[int, Any]:
+        """Like ``dispatch``, with a 200's body the StepResponse model itself."""
+        ...
+
+
 class DriveAbandoned(BaseException):
     """Raised by a dispatcher when the process that drives the run died mid-invocation.
 

@@ -120,15 +120,25 @@ def _attempt_count(journal: Journal) -> int:
 
 def _merge_journal(record: RunRecord, response_journal: Journal) -> None:
     """Take the host's journal but keep the orchestrator-owned parts (resolutions, fixed
-    registration facts, metadata state)."""
+    registration facts, metadata state).
+
+    The answer is left as it was: a save that loses its race applies the same answer again
+    to the run read anew (an in-process host's answer is not a fresh copy). Entries are
+    shared, as in :func:`~relayflow.core.outcome.working_copy`.
+    """
     old = record.journal
     new = response_journal
-    new.waitpoints_resolved = {**new.waitpoints_resolved, **old.waitpoints_resolved}
-    new.waitpoints_registered = {**new.waitpoints_registered, **old.waitpoints_registered}
-    new.compensations_run = {**old.compensations_run, **new.compensations_run}
-    new.metadata_state = dict(old.metadata_state)
     record.operations_count += max(0, _attempt_count(new) - _attempt_count(old))
-    record.journal = new
+    record.journal = new.model_copy(
+        update={
+            "step_results": dict(new.step_results),
+            "waitpoints_resolved": {**new.waitpoints_resolved, **old.waitpoints_resolved},
+            "waitpoints_registered": {**new.waitpoints_registered, **old.waitpoints_registered},
+            "compensations_run": {**old.compensations_run, **new.compensations_run},
+            "metadata_state": dict(old.metadata_state),
+            "streams_completed": dict(new.streams_completed),
+        }
+    )
 
 
 def _is_current(record: RunRecord, sent: SentInvocation) -> bool:

@@ -1,4 +1,5 @@
-"""Runs the step host in the same process, exactly as a Lambda or HTTP host would be called."""
+"""Runs the step host in the same process, called with the request in wire form exactly as a
+Lambda or HTTP host would be."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from relayflow.ports import Clock, DriveAbandoned
 
 
 class StepHandler(Protocol):
-    """The step host entry point: ``relayflow.worker.handle_step_request``."""
+    """A step host entry point: ``relayflow.worker.handle_step_request`` (or its in-process
+    form ``answer_step_request``, whose 200 carries the StepResponse itself)."""
 
     def __call__(
         self,
@@ -18,19 +20,15 @@ class StepHandler(Protocol):
         *,
         services: Mapping[str, object] | None = ...,
         now_ms: Callable[[], int] | None = ...,
-    ) -> tuple[int, dict[str, Any]]: ...
-
-
-def _default_handler() -> StepHandler:
-    # Imported when first used: the step host is a layer above the orchestrator.
-    from relayflow.worker import handle_step_request
-
-    handler: StepHandler = handle_step_request
-    return handler
+    ) -> tuple[int, Any]: ...
 
 
 class InlineDispatcher:
     """Calls the step host in process.
+
+    ``dispatch`` answers in wire form, as a remote host would. The engine calls
+    ``dispatch_in_process``, which hands a 200's StepResponse over as it is (with a custom
+    ``handler``, both answer what the handler returns).
 
     A ``HostCrashSignal`` raised by the host (``relayflow.testing.crash()``) is a process
     death: it becomes :class:`~relayflow.ports.DriveAbandoned` and nothing is saved.
@@ -64,8 +62,22 @@ class InlineDispatcher:
         return find_workflow(workflow_id) is not None
 
     def dispatch(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Invoke the host with ``request``; returns (HTTP status, body)."""
-        handler = self._handler or _default_handler()
+        """Invoke the host with ``request``; returns (HTTP status, body in wire form)."""
+        # Imported when first used: the step host is a layer above the orchestrator.
+        from relayflow.worker import handle_step_request
+
+        answer: tuple[int, dict[str, Any]] = self._call(
+            self._handler or handle_step_request, request
+        )
+        return answer
+
+    def dispatch_in_process(self, request: dict[str, Any]) -> tuple[int, Any]:
+        """Invoke the host with ``request``; a 200's body is the StepResponse itself."""
+        from relayflow.worker.handler import answer_step_request
+
+        return self._call(self._handler or answer_step_request, request)
+
+    def _call(self, handler: StepHandler, request: dict[str, Any]) -> tuple[int, Any]:
         now_ms = self.clock.now_ms if self.clock is not None else None
         try:
             return handler(request, services=self.services, now_ms=now_ms, **self._options)

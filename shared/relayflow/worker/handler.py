@@ -18,7 +18,7 @@ import requests
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import CheckpointFencedSignal
 from relayflow.ports import CheckpointWriter
-from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest
+from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest, StepResponse
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import find_workflow
@@ -99,6 +99,35 @@ def handle_step_request(
         ``{"error", "message"}``; 409 ``checkpoint_fenced`` when another driver took the
         run over during the invocation (nothing more is answered).
     """
+    status, body = answer_step_request(
+        raw,
+        services=services,
+        now_ms=now_ms,
+        options=options,
+        checkpoints=checkpoints,
+        checkpoint_session=checkpoint_session,
+    )
+    if isinstance(body, dict):
+        return status, body
+    try:
+        return status, body.to_wire()
+    except Exception as exc:
+        _log.exception("executor error: the answer does not serialise")
+        return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")
+
+
+def answer_step_request(
+    raw: Any,
+    *,
+    services: Mapping[str, object] | None = None,
+    now_ms: Callable[[], int] | None = None,
+    options: ExecutorOptions | None = None,
+    checkpoints: CheckpointWriter | None = None,
+    checkpoint_session: requests.Session | None = None,
+) -> tuple[int, StepResponse | dict[str, Any]]:
+    """:func:`handle_step_request` for a caller in the same process: a 200 carries the
+    StepResponse itself, so a long run's journal is not turned into wire form and validated
+    back (the orchestrator's save serialises it anyway)."""
     if isinstance(raw, str | bytes | bytearray):
         try:
             raw = json.loads(raw)
@@ -137,10 +166,9 @@ def handle_step_request(
             options=options,
             checkpoints=checkpoints,
         )
-        body = response.to_wire()
     except CheckpointFencedSignal as exc:
         return _refuse(409, "checkpoint_fenced", str(exc))
     except Exception as exc:
         _log.exception("executor error for run %s", request.run_id)
         return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")
-    return 200, body
+    return 200, response

@@ -11,6 +11,7 @@ from relayflow.core.record import ParentLink
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import apply_response, begin_invocation, build_request
 from relayflow.core.trigger import resolve_run_id
+from relayflow.protocol import parse_step_response
 
 
 @pytest.mark.parametrize(
@@ -290,3 +291,19 @@ def test_a_compensating_cancel_says_why_no_compensation_ran(
     assert done.status == "cancelled"
     found = done.compensation_skipped
     assert (None if found is None else (found.code, found.host_status)) == skipped
+
+
+def test_an_answer_applied_again_after_a_lost_save_is_applied_as_the_first_time() -> None:
+    # An in-process host hands its StepResponse over as it is; a save that loses its race
+    # applies that same object again to the run read anew.
+    start, sent = begin_invocation(fresh_run(), T0, CoreSettings())
+    assert sent is not None
+    answer = parse_step_response(
+        waiting(wp("checkpoint:1", "DATETIME", wakeAt=T0, reason="deadline"))
+    )
+    before = answer.to_wire()
+    first = apply_response(start.record, 200, answer, sent, T0, CoreSettings()).record
+    assert answer.to_wire() == before
+    again = apply_response(start.record, 200, answer, sent, T0, CoreSettings()).record
+    assert again == first
+    assert first.journal.waitpoints_resolved["checkpoint:1"].source == "replay"

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 from sdk_harness import clean_registry  # noqa: F401
 
+from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.protocol import StepRequest, parse_step_response
 from relayflow.sdk import workflow
 from relayflow.worker import handle_step_request
 from relayflow.worker import handler as handler_module
+from relayflow.worker.handler import answer_step_request
 
 
 def _request(**overrides: Any) -> dict[str, Any]:
@@ -135,3 +137,25 @@ def test_an_output_that_is_not_json_fails_the_run() -> None:
     assert status == 200
     assert body["status"] == "failed"
     assert "JSON" in body["error"]["message"]
+
+
+def test_the_in_process_form_answers_the_same_response_as_a_model() -> None:
+    status, response = answer_step_request(_request())
+    assert status == 200
+    assert not isinstance(response, dict)
+    assert response.to_wire() == handle_step_request(_request())[1]
+    # The orchestrator's validation takes the model as it is: no second copy of the journal.
+    assert parse_step_response(response) is response
+
+
+def test_the_in_process_form_refuses_with_the_same_wire_errors() -> None:
+    wire = _request(workflowId="nope")
+    assert answer_step_request(wire) == handle_step_request(wire)
+
+
+def test_the_inline_dispatcher_answers_in_wire_form_and_hands_the_engine_the_model() -> None:
+    dispatcher = InlineDispatcher()
+    status, body = dispatcher.dispatch(_request())
+    assert (status, body) == handle_step_request(_request())
+    status, response = dispatcher.dispatch_in_process(_request())
+    assert status == 200 and response.to_wire() == body

@@ -69,7 +69,7 @@ def _locked(service: str, method: Callable[..., T]) -> Callable[..., T]:
 
 @dataclass
 class _Patch:
-    owner: type
+    owner: Any  # a class, or a module
     name: str
     replacement: Callable[[Callable[..., Any]], Callable[..., Any]]
     saved: dict[str, Any] = field(default_factory=dict)
@@ -127,6 +127,9 @@ _INSTALLATION = _Installation()
 
 
 def _patches() -> list[_Patch]:
+    import moto.backends
+    import moto.core.responses
+    from moto.core.serialize import BaseJSONSerializer
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoHandler
@@ -146,7 +149,11 @@ def _patches() -> list[_Patch]:
         _Patch(DynamoDBBackend, "transact_write_items", _copy_each_table_once),
         _Patch(DynamoHandler, "batch_write_item", _leaving_items_unprocessed),
         _Patch(Table, "query", _lagging_index_read),
+        _Patch(Table, "query", _one_partition_query),
         _Patch(Table, "scan", _lagging_index_read),
+        _Patch(moto.backends, "list_of_moto_modules", _listed_once),
+        _Patch(moto.core.responses, "method_names_from_class", _once_per_class),
+        _Patch(BaseJSONSerializer, "_serialize_type_structure", _attribute_values_as_they_are),
     ]
 
 
@@ -197,6 +204,108 @@ def _copy_each_table_once(original: Callable[..., None]) -> Callable[..., None]:
             _transaction.copies = None
 
     return transact_write_items
+
+
+# ---- fast reads: a query reads its partition, the server looks things up once ----------
+
+
+def _one_partition_query(original: Callable[..., T]) -> Callable[..., T]:
+    """A query of the table itself that looks its partition up.
+
+    moto 5 sorts every item of the table for each such query and keeps the queried
+    partition's, so a query costs more the more the table holds (the local stack's table
+    only grows); DynamoDB reads the one partition.
+    """
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def query(self: Any, *args: Any, **kwargs: Any) -> T:
+        called = signature.bind(self, *args, **kwargs).arguments
+        hash_key = called.get("hash_key")
+        if called.get("index_name") or hash_key is None:
+            return original(self, *args, **kwargs)
+        # Runs under the DynamoDB request lock, so the narrowed items are seen by no one else.
+        current = self.items
+        partition = current.get(hash_key)
+        self.items = {} if partition is None else {hash_key: partition}
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.items = current
+
+    return query
+
+
+def _listed_once(original: Callable[[], Any]) -> Callable[[], tuple[str, ...]]:
+    """moto's server lists its package folder on every request to find the request's service
+    (hundreds of ``stat`` calls, under its dispatcher's lock); the folder does not change."""
+    modules = tuple(original())
+    return lambda: modules
+
+
+def _once_per_class(original: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+    """moto lists a handler class's methods (``inspect.getmembers``) on every request to
+    check the action; the list is made once per class."""
+    return functools.cache(original)
+
+
+def _attribute_values_as_they_are(original: Callable[..., None]) -> Callable[..., None]:
+    """moto 5's response serializer looks each of the ten members of every DynamoDB attribute
+    value up through its generic attribute picker, the better part of a query's time; an
+    attribute value moto holds in wire form is written as the serializer would write it."""
+
+    @functools.wraps(original)
+    def serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if shape.name == "AttributeValue" and not self._value_picker.response_transformers:
+            wire = _attribute_value(value, self._base64)
+            if wire is not None:
+                self._default_serialize(serialized, wire, shape, key)
+                return
+        original(self, serialized, value, shape, key)
+
+    return serialize
+
+
+_SCALAR_KINDS: dict[str, type] = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
+
+
+def _attribute_value(value: Any, base64: Callable[[Any], str]) -> dict[str, Any] | None:
+    """The JSON form of an attribute value in wire form (None: leave it to the serializer)."""
+    if not isinstance(value, dict):
+        return None
+    wire: dict[str, Any] = {}
+    for kind, item in value.items():
+        if item is None:
+            continue
+        if isinstance(item, _SCALAR_KINDS.get(kind, ())):
+            wire[kind] = item
+        elif kind == "B" and isinstance(item, str | bytes):
+            wire[kind] = base64(item)
+        elif (
+            kind in ("SS", "NS")
+            and isinstance(item, list)
+            and all(isinstance(one, str) for one in item)
+        ):
+            wire[kind] = list(item)
+        elif (
+            kind == "BS"
+            and isinstance(item, list)
+            and all(isinstance(one, str | bytes) for one in item)
+        ):
+            wire[kind] = [base64(one) for one in item]
+        elif kind == "M" and isinstance(item, dict):
+            members = {name: _attribute_value(one, base64) for name, one in item.items()}
+            if any(one is None for one in members.values()):
+                return None
+            wire[kind] = members
+        elif kind == "L" and isinstance(item, list):
+            elements = [_attribute_value(one, base64) for one in item]
+            if any(one is None for one in elements):
+                return None
+            wire[kind] = elements
+        else:
+            return None
+    return wire
 
 
 # ---- what moto does not model, on purpose ------------------------------------------------

@@ -1,0 +1,127 @@
+"""The faster moto that relayflow's mock applies answers exactly what moto answers.
+
+Each case runs once on moto as it is and once on :func:`relayflow.testing.aws.mock_aws`
+(which looks a queried partition up and writes attribute values without the generic
+serializer), and the parsed answers must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import moto
+import pytest
+
+from relayflow.testing.aws import mock_aws
+
+TABLE = "fast"
+ITEM: dict[str, Any] = {
+    "pk": {"S": "p1"},
+    "sk": {"S": "0005"},
+    "text": {"S": "héllo"},
+    "empty": {"S": ""},
+    "n": {"N": "-12.5e3"},
+    "blob": {"B": b"\x00\xffbinary"},
+    "yes": {"BOOL": True},
+    "no": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "strings": {"SS": ["a", "b"]},
+    "numbers": {"NS": ["1", "2.5"]},
+    "blobs": {"BS": [b"x", b"\x01"]},
+    "map": {"M": {"inner": {"L": [{"S": "x"}, {"N": "1"}, {"M": {}}, {"L": []}]}}},
+}
+
+
+def _table(client: Any) -> None:
+    client.create_table(
+        TableName=TABLE,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for partition in ("p0", "p1", "p2"):
+        for n in range(7):
+            client.put_item(
+                TableName=TABLE,
+                Item={"pk": {"S": partition}, "sk": {"S": f"{n:04d}"}, "v": {"N": str(n)}},
+            )
+    client.put_item(TableName=TABLE, Item=ITEM)
+
+
+def _answers(calls: Callable[[Any], list[Any]], mock: Any) -> list[Any]:
+    with mock:
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        _table(client)
+        answers = calls(client)
+    for answer in answers:
+        answer.pop("ResponseMetadata", None)
+    return answers
+
+
+def _reads(client: Any) -> list[Any]:
+    key = {"pk": {"S": "p1"}, "sk": {"S": "0005"}}
+    first = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+        ExpressionAttributeValues={":p": {"S": "p1"}, ":a": {"S": "0001"}, ":b": {"S": "0006"}},
+        Limit=3,
+        ScanIndexForward=False,
+    )
+    return [
+        client.get_item(TableName=TABLE, Key=key, ConsistentRead=True),
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "p1"}},
+            ReturnConsumedCapacity="TOTAL",
+        ),
+        first,
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+            ExpressionAttributeValues={
+                ":p": {"S": "p1"},
+                ":a": {"S": "0001"},
+                ":b": {"S": "0006"},
+            },
+            Limit=3,
+            ScanIndexForward=False,
+            ExclusiveStartKey=first["LastEvaluatedKey"],
+        ),
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "absent"}},
+        ),
+        client.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression="SET #n = :n",
+            ExpressionAttributeNames={"#n": "n"},
+            ExpressionAttributeValues={":n": {"N": "7"}},
+            ReturnValues="ALL_NEW",
+        ),
+        client.scan(TableName=TABLE),
+    ]
+
+
+@pytest.mark.parametrize("calls", [_reads], ids=["reads"])
+def test_the_faster_moto_answers_what_moto_answers(calls: Callable[[Any], list[Any]]) -> None:
+    plain = _answers(calls, moto.mock_aws())
+    faster = _answers(calls, mock_aws(region="eu-west-1"))
+    # Compared as JSON text: True and 1 are equal in Python, not on the wire.
+    assert _canonical(faster) == _canonical(plain)
+    assert plain[0]["Item"] == ITEM
+
+
+def _canonical(answers: list[Any]) -> str:
+    return json.dumps(answers, sort_keys=True, default=repr)

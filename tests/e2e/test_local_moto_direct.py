@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import boto3
 import pytest
@@ -58,7 +59,27 @@ def test_direct_clients_share_the_server_s_state_and_need_no_socket() -> None:
         local.stop()
 
 
-def test_direct_requests_wait_for_the_state_gate() -> None:
+def _create_queue(session: boto3.Session, endpoint_url: str) -> Callable[[], bool]:
+    sqs = session.client("sqs", endpoint_url=endpoint_url)
+    return lambda: bool(sqs.create_queue(QueueName="direct-gated")["QueueUrl"])
+
+
+def _create_table(session: boto3.Session, endpoint_url: str) -> Callable[[], bool]:
+    dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
+    return lambda: bool(
+        dynamodb.create_table(
+            TableName=f"{TABLE}-gated",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )["TableDescription"]
+    )
+
+
+@pytest.mark.parametrize("request_of", [_create_queue, _create_table], ids=["sqs", "dynamodb"])
+def test_direct_requests_wait_for_the_state_gate(
+    request_of: Callable[[boto3.Session, str], Callable[[], bool]],
+) -> None:
     local = start_moto(port=0)
     try:
         session = _session()
@@ -66,11 +87,12 @@ def test_direct_requests_wait_for_the_state_gate() -> None:
         # Wrapped after the clients are made, as the stack does when it restores its state.
         gate = RequestGate()
         gate_moto_server(local.server, gate)
-        sqs = session.client("sqs", endpoint_url=local.endpoint_url)
+        send = request_of(session, local.endpoint_url)
         done = threading.Event()
+        answers: list[bool] = []
 
         def create() -> None:
-            sqs.create_queue(QueueName="direct")
+            answers.append(send())
             done.set()
 
         with gate.hold():
@@ -79,7 +101,32 @@ def test_direct_requests_wait_for_the_state_gate() -> None:
             assert not done.wait(0.5), "a request was served while a snapshot held the gate"
         assert done.wait(10)
         worker.join(10)
-        assert sqs.get_queue_url(QueueName="direct")["QueueUrl"]
+        assert answers == [True]
+    finally:
+        local.stop()
+
+
+def test_direct_dynamodb_errors_are_the_server_s() -> None:
+    local = start_moto(port=0)
+    try:
+        session = _session()
+        DirectMoto(local.server, local.endpoint_url).attach(session)
+        direct = session.client("dynamodb", endpoint_url=local.endpoint_url)
+        over_http = _session().client("dynamodb", endpoint_url=local.endpoint_url)
+        errors = []
+        for client in (direct, over_http):
+            with pytest.raises(client.exceptions.ClientError) as missing:
+                client.get_item(TableName="absent", Key={"pk": {"S": "a"}})
+            with pytest.raises(client.exceptions.ClientError) as invalid:
+                client.query(TableName="absent", KeyConditionExpression="pk = ")
+            errors.append(
+                [
+                    (e.value.response["Error"]["Code"], e.value.response["Error"]["Message"])
+                    for e in (missing, invalid)
+                ]
+            )
+        assert errors[0] == errors[1]
+        assert errors[0][0][0] == "ResourceNotFoundException"
     finally:
         local.stop()
 

@@ -66,15 +66,28 @@ class RequestGate:
         with self._lock:
             yield
 
-    def wrap(self, app: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, app: Callable[..., Any]) -> GatedApp:
         """A WSGI app that serves each request of ``app`` with the gate held."""
+        return GatedApp(app, self)
 
-        def gated(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-            with self._lock:
-                # moto answers with a finished body; read it under the gate all the same.
-                return list(app(environ, start_response))
 
-        return gated
+class GatedApp:
+    """A WSGI app whose requests are served with ``gate`` held.
+
+    Attributes:
+        app: The app served.
+        gate: The gate held for each request (callers that reach the backends another way
+            hold it too, see :mod:`relayflow.local.moto_direct`).
+    """
+
+    def __init__(self, app: Callable[..., Any], gate: RequestGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        with self.gate.hold():
+            # moto answers with a finished body; read it under the gate all the same.
+            return list(self.app(environ, start_response))
 
 
 class _SnapshotPickler(pickle.Pickler):

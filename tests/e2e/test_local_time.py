@@ -5,6 +5,7 @@ the local event source mapping delivers the alarm queue's messages, keeping fail
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -124,3 +125,31 @@ def test_the_queue_poller_delivers_batches_and_keeps_failed_messages(
     assert sorted(p["runId"] for p in seen) == ["bad", "ok"]
     assert poller.poll() == 1  # the failed one came back; the delayed one is still hidden
     assert seen[-1] == {"runId": "bad"}
+
+
+def test_a_long_drive_does_not_hold_up_the_other_batches(clients: dict[str, Any]) -> None:
+    sqs = clients["sqs"]
+    url = sqs.create_queue(QueueName="handoffs")["QueueUrl"]
+    slow_started, fast_done, release = threading.Event(), threading.Event(), threading.Event()
+
+    def deliver(event: dict[str, Any]) -> dict[str, Any]:
+        for record in event["Records"]:
+            if json.loads(record["body"])["runId"] == "slow":
+                slow_started.set()
+                assert release.wait(30)
+            else:
+                fast_done.set()
+        return {"batchItemFailures": []}
+
+    poller = LocalQueuePoller(client=sqs, queue_url=url, deliver=deliver, interval_s=0.01)
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"runId": "slow"}))
+    poller.start()
+    try:
+        assert slow_started.wait(10)
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"runId": "fast"}))
+        # The mapping drives several batches at once: the second run's drive goes ahead.
+        assert fast_done.wait(10), "a hand-off waited for another run's drive"
+        assert not release.is_set()
+    finally:
+        release.set()
+        poller.stop()

@@ -1,12 +1,14 @@
 """The local stand-in for the drive function's SQS event source mapping: polls the alarm
 queue on moto (which honours ``DelaySeconds``), hands each batch to the drive handler as an
 SQS event, and deletes the messages the handler did not report as failed (a failed one comes
-back after its visibility timeout, as on AWS).
+back after its visibility timeout, as on AWS). Like the mapping, it has several batches
+driven at once, so a run whose drive takes long holds up no other run.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +49,8 @@ class LocalQueuePoller:
             (``batchItemFailures`` names the messages to keep).
         interval_s: Pause between empty polls (short polls keep local timers precise).
         batch_size: Messages per batch (the mapping's batch size).
+        concurrency: How many batches are driven at once in the background (a mapping
+            starts with five and scales up).
     """
 
     def __init__(
@@ -57,13 +61,15 @@ class LocalQueuePoller:
         deliver: Deliver,
         interval_s: float = 0.05,
         batch_size: int = 10,
+        concurrency: int = 5,
     ) -> None:
         self._client = client
         self._url = queue_url
         self._deliver = deliver
         self._batch_size = batch_size
         self._arn = self._queue_arn()
-        self._polling = PollingThread("relayflow-queue", lambda: self.poll() > 0, interval_s)
+        self._free = threading.BoundedSemaphore(concurrency)
+        self._polling = PollingThread("relayflow-queue", self._poll_in_background, interval_s)
 
     def _queue_arn(self) -> str:
         attrs = self._client.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])
@@ -78,18 +84,52 @@ class LocalQueuePoller:
         self._polling.stop()
 
     def poll(self) -> int:
-        """Receive one batch and deliver it; returns how many messages it held."""
+        """Receive one batch and deliver it here; returns how many messages it held."""
+        messages = self._receive()
+        if messages:
+            self._settle(messages)
+        return len(messages)
+
+    def _poll_in_background(self) -> bool:
+        """Receive a batch when a driver is free and have it driven on its own thread;
+        True when one was received (the next poll follows at once)."""
+        if not self._free.acquire(blocking=False):
+            return False  # every driver is busy: received messages would only wait
+        try:
+            messages = self._receive()
+        except BaseException:
+            self._free.release()
+            raise
+        if not messages:
+            self._free.release()
+            return False
+        threading.Thread(
+            target=self._settle_then_free, args=(messages,), name="relayflow-drive", daemon=True
+        ).start()
+        return True
+
+    def _settle_then_free(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self._settle(messages)
+        except Exception:
+            _log.exception("the drive handler's batch could not be settled")
+        finally:
+            self._free.release()
+
+    def _receive(self) -> list[dict[str, Any]]:
         answer = self._client.receive_message(
             QueueUrl=self._url, MaxNumberOfMessages=self._batch_size, WaitTimeSeconds=0
         )
         messages: list[dict[str, Any]] = answer.get("Messages", [])
-        if not messages:
-            return 0
+        return messages
+
+    def _settle(self, messages: list[dict[str, Any]]) -> None:
+        """Deliver ``messages``; delete those the handler did not report as failed."""
         try:
             result = self._deliver(sqs_event(messages, self._arn))
         except Exception:
             _log.exception("the drive handler failed a whole batch")
-            return len(messages)  # nothing deleted: every message comes back
+            return  # nothing deleted: every message comes back
         failed = {
             item.get("itemIdentifier")
             for item in (result or {}).get("batchItemFailures", [])
@@ -103,4 +143,3 @@ class LocalQueuePoller:
                     {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
                 ],
             )
-        return len(messages)

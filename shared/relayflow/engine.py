@@ -83,6 +83,24 @@ class _Limits(NamedTuple):
     hold_until: int
 
 
+class _Beginning(NamedTuple):
+    """An invocation begun on an unsaved record: what to save, then what to send."""
+
+    record: RunRecord
+    #: None: the record wants no invocation after all.
+    sent: SentInvocation | None
+    effects: list[Effect]
+    limits: _Limits
+
+
+class _Begun(NamedTuple):
+    """The saved answer of one invocation that also began the next one."""
+
+    saved: RunRecord
+    sent: SentInvocation
+    limits: _Limits
+
+
 class _Work:
     """Runs queued for driving within one call, each at most once in the queue, with the
     records just read or written for some of them (their drive starts without a read)."""
@@ -731,7 +749,9 @@ class Engine:
             stored, draft = claimed
             now = self.clock.now_ms()
             effects: list[Effect] = []
-            if not draft.is_terminal:
+            if not draft.is_terminal and not self._wants_invocation(draft, now):
+                # A run due for an invocation anyway takes what was stored when it next
+                # waits, or after it lets go (see _look_again): one read less per invocation.
                 draft = self._take_stored(draft, now, effects)
                 tick = on_alarm(draft, now, self.settings)
                 if tick.changed:
@@ -741,8 +761,9 @@ class Engine:
                 if invocations < self.settings.inline_invocations and self._time_for_invocation(
                     now
                 ):
-                    invocations += 1
-                    claimed = self._invoke(stored, draft, effects, owner, work)
+                    more = self.settings.inline_invocations - invocations - 1
+                    claimed, made = self._invoke(stored, draft, effects, owner, work, more=more)
+                    invocations += made
                     continue
                 self._handoff(run_id, now)
             claimed = self._let_go(stored, draft, effects, owner, work)
@@ -860,32 +881,76 @@ class Engine:
         effects: list[Effect],
         owner: str,
         work: _Work,
-    ) -> tuple[RunRecord, RunRecord] | None:
-        """Save the draft with the invocation begun, dispatch it, and settle the answer."""
+        *,
+        more: int,
+    ) -> tuple[tuple[RunRecord, RunRecord] | None, int]:
+        """Save the draft with the invocation begun, dispatch it, and settle the answer; and
+        the invocations made.
+
+        ``more``: how many further invocations may follow at once. An answer that leaves the
+        run due for one is saved together with the next invocation's beginning, so an
+        invocation costs one save, not two.
+        """
         if self.checkpoints is not None and draft.checkpoint_open:
             draft = self._fence(draft)
+        begun = self._begin(draft, owner)
+        saved = self._save(stored, begun.record)
+        if saved is None:
+            return self._acquire(stored.id, owner, take_over=False), 1
+        self._apply_effects([*effects, *begun.effects], work, driving=stored.id)
+        sent, limits, made = begun.sent, begun.limits, 1
+        while sent is not None:
+            settled = self._dispatch(saved, sent, limits, owner, work, then_begin=made <= more)
+            if not isinstance(settled, _Begun):
+                return settled, made
+            saved, sent, limits = settled
+            made += 1
+        return (saved, saved), made
+
+    def _begin(self, draft: RunRecord, owner: str) -> _Beginning:
+        """The draft with an invocation begun and leased to ``owner`` for it."""
         now = self.clock.now_ms()
         limits = self._limits(now)
         lease_until = limits.lease_until
         start, sent = begin_invocation(draft, now, self.settings)
         # While leased, the run is due for the sweeper only once the lease has expired.
         wake_at = start.record.wake_at
-        renewed = start.record.model_copy(
+        record = start.record.model_copy(
             update={
                 "lease": Lease(owner=owner, expires_at=lease_until),
                 "wake_at": None if wake_at is None else max(wake_at, lease_until),
                 "checkpoint_open": self.checkpoints is not None,
             }
         )
-        saved = self._save(stored, renewed)
-        if saved is None:
-            return self._acquire(stored.id, owner, take_over=False)
-        self._apply_effects([*effects, *start.effects], work, driving=stored.id)
-        if sent is None:
-            return saved, saved
+        return _Beginning(record, sent, list(start.effects), limits)
+
+    def _begin_next(self, record: RunRecord, now: int, owner: str) -> _Beginning | None:
+        """The next invocation begun on a settled answer, if the run is due for one now (as
+        the drive loop would find it); None otherwise."""
+        effects: list[Effect] = []
+        tick = on_alarm(record, now, self.settings)
+        if tick.changed:
+            record = tick.record
+            effects.extend(tick.effects)
+        if not self._wants_invocation(record, now) or not self._time_for_invocation(now):
+            return None
+        begun = self._begin(record, owner)
+        return begun._replace(effects=[*effects, *begun.effects])
+
+    def _dispatch(
+        self,
+        saved: RunRecord,
+        sent: SentInvocation,
+        limits: _Limits,
+        owner: str,
+        work: _Work,
+        *,
+        then_begin: bool,
+    ) -> tuple[RunRecord, RunRecord] | _Begun | None:
+        """Send the invocation ``saved`` began and settle the host's answer."""
         request = build_request(
             saved,
-            now,
+            sent.started_at,
             self.settings,
             deadline=limits.request_deadline,
             checkpoints=self.checkpoints is not None,
@@ -912,7 +977,9 @@ class Engine:
         if held.lost:
             # Another driver took the run (and fenced the host off): nothing here is saved.
             return None
-        return self._settle_answer(held.record, owner, sent, answer, failure, work)
+        return self._settle_answer(
+            held.record, owner, sent, answer, failure, work, then_begin=then_begin
+        )
 
     def _fence(self, draft: RunRecord) -> RunRecord:
         """Fold what the previous invocation's host made durable, then fence that host off.
@@ -942,8 +1009,14 @@ class Engine:
         answer: tuple[int, Any] | None,
         failure: DispatchError | None,
         work: _Work,
-    ) -> tuple[RunRecord, RunRecord] | None:
-        """Save the host's answer; when nothing is left to do, let go of the lease with it."""
+        *,
+        then_begin: bool = False,
+    ) -> tuple[RunRecord, RunRecord] | _Begun | None:
+        """Save the host's answer; when nothing is left to do, let go of the lease with it.
+
+        ``then_begin``: when the answer leaves the run due for another invocation, the same
+        save begins it (see :meth:`_invoke`).
+        """
         run_id = current.id if current is not None else ""
         if answer is not None and _is_fenced(answer):
             # Another driver fenced the host off: the run is theirs, nothing here is saved.
@@ -972,11 +1045,15 @@ class Engine:
             )
             if done:
                 new = new.model_copy(update={"lease": None})
-            saved = self._save(current, new)
+            following = self._begin_next(new, now, owner) if then_begin and not done else None
+            saved = self._save(current, following.record if following is not None else new)
             if saved is None:
                 current = self.runs.get(run_id)
                 continue
-            self._apply_effects(transition.effects, work, driving=current.id)
+            effects = [*transition.effects, *(following.effects if following else ())]
+            self._apply_effects(effects, work, driving=current.id)
+            if following is not None and following.sent is not None:
+                return _Begun(saved, following.sent, following.limits)
             return self._look_again(saved, owner) if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {_MAX_RACES} attempts")
 

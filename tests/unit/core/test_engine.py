@@ -350,3 +350,51 @@ def test_a_trigger_returns_the_run_as_its_drive_saved_it_without_reading_it_back
     )
     assert created and run_id not in world.runs.reads
     assert record == world.runs.get(run_id) and record.version > 1
+
+
+class SaveCountingRunStore(InMemoryRunStore):
+    """Counts the conditional saves of a run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saves = 0
+
+    def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        self.saves += 1
+        return super().save(record, expected_version=expected_version)
+
+
+def yields(n: int) -> Host:
+    """A body that yields ``n`` times with a checkpoint wait due at once, then completes."""
+
+    def host(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        done = resolved(request)
+        for i in range(n):
+            if f"checkpoint:{i}" not in done:
+                wp = {"clientWaitpointId": f"checkpoint:{i}", "kind": "DATETIME"}
+                return waiting(wp | {"meta": {"wakeAt": 0, "reason": "size"}})
+        return 200, {"status": "completed", "output": n}
+
+    return host
+
+
+def test_an_answer_that_leaves_the_run_due_is_saved_with_the_next_invocation_begun() -> None:
+    world = World(yields(3))
+    world.runs = world.engine.runs = SaveCountingRunStore()
+    world.trigger()
+    record = world.runs.get("r")
+    assert record is not None and record.status == "completed" and record.output == 3
+    assert [call["invocationCount"] for call in world.host.calls] == [1, 2, 3, 4]
+    # The first invocation's beginning, then one save per answer (each but the last also
+    # beginning the next invocation): not a save for each beginning and each answer.
+    assert world.runs.saves == 1 + 4
+    assert record.lease is None and record.invocation_count == 4
+
+
+def test_an_invocation_begun_with_an_answer_stops_at_the_drive_s_invocation_limit() -> None:
+    world = World(yields(5), settings=CoreSettings(inline_invocations=2))
+    world.runs = world.engine.runs = SaveCountingRunStore()
+    world.trigger()
+    assert [call["invocationCount"] for call in world.host.calls] == [1, 2]
+    record = world.runs.get("r")
+    assert record is not None and record.status == "running" and record.invocation_count == 2

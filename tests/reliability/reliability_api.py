@@ -118,9 +118,10 @@ class ApiUnderTest:
         }
         if environ.get("CONTENT_TYPE"):
             headers["content-type"] = str(environ["CONTENT_TYPE"])
-        # werkzeug's RAW_URI has no query string; API Gateway keeps it in rawQueryString.
+        # API Gateway keeps the query string in rawQueryString. RAW_URI carries it when the
+        # server sets it with the query (werkzeug's test client does), PATH_INFO never does.
         target = str(environ.get("RAW_URI") or environ.get("PATH_INFO") or "/")
-        if environ.get("QUERY_STRING"):
+        if environ.get("QUERY_STRING") and "?" not in target:
             target = f"{target}?{environ['QUERY_STRING']}"
         event = build_http_api_event(str(environ["REQUEST_METHOD"]), target, headers, data)
         raw = self.app.resolve(event, self.context)  # type: ignore[arg-type]

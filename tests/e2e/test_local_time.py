@@ -153,3 +153,12 @@ def test_a_long_drive_does_not_hold_up_the_other_batches(clients: dict[str, Any]
     finally:
         release.set()
         poller.stop()
+    # The slow batch was driven to its end (its message deleted) before stop returned.
+    counts = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert counts == {
+        "ApproximateNumberOfMessages": "0",
+        "ApproximateNumberOfMessagesNotVisible": "0",
+    }

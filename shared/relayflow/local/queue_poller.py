@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,8 @@ class LocalQueuePoller:
         self._batch_size = batch_size
         self._arn = self._queue_arn()
         self._free = threading.BoundedSemaphore(concurrency)
+        self._driving: set[threading.Thread] = set()
+        self._driving_lock = threading.Lock()
         self._polling = PollingThread("relayflow-queue", self._poll_in_background, interval_s)
 
     def _queue_arn(self) -> str:
@@ -79,9 +82,14 @@ class LocalQueuePoller:
         """Poll in a background thread until :meth:`stop`."""
         self._polling.start()
 
-    def stop(self) -> None:
-        """Stop polling."""
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop polling, then wait (up to ``timeout_s`` in all) for the batches being driven."""
         self._polling.stop()
+        with self._driving_lock:
+            driving = list(self._driving)
+        deadline = time.monotonic() + timeout_s
+        for thread in driving:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def poll(self) -> int:
         """Receive one batch and deliver it here; returns how many messages it held."""
@@ -103,9 +111,12 @@ class LocalQueuePoller:
         if not messages:
             self._free.release()
             return False
-        threading.Thread(
+        thread = threading.Thread(
             target=self._settle_then_free, args=(messages,), name="relayflow-drive", daemon=True
-        ).start()
+        )
+        with self._driving_lock:
+            self._driving.add(thread)
+        thread.start()
         return True
 
     def _settle_then_free(self, messages: list[dict[str, Any]]) -> None:
@@ -114,6 +125,8 @@ class LocalQueuePoller:
         except Exception:
             _log.exception("the drive handler's batch could not be settled")
         finally:
+            with self._driving_lock:
+                self._driving.discard(threading.current_thread())
             self._free.release()
 
     def _receive(self) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import pytest
 import requests
 from dev_process import free_port, start_dev
 
-from relayflow.sdk.registry import reset_registry
+from relayflow.sdk import registry
 from relayflow.worker.hosts import make_wsgi_app
 
 SECRET = "remote-host-secret"
@@ -46,11 +46,24 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 @pytest.fixture
-def remote_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def remote_flows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Only ``remote_flows`` registered while the test runs; the workflows other modules
+    registered when imported are registered again after it."""
+    saved = dict(registry._REGISTRY)
     (tmp_path / "remote_flows.py").write_text(textwrap.dedent(FLOWS))
     monkeypatch.syspath_prepend(str(tmp_path))
-    reset_registry()
+    registry.reset_registry()
     __import__("remote_flows")
+    try:
+        yield
+    finally:
+        sys.modules.pop("remote_flows", None)
+        registry.reset_registry()
+        registry._REGISTRY.update(saved)
+
+
+@pytest.fixture
+def remote_host(remote_flows: None) -> Iterator[str]:
     port = free_port()
     server: WSGIServer = make_server(
         "127.0.0.1", port, make_wsgi_app(secret=SECRET), handler_class=_QuietHandler
@@ -62,8 +75,6 @@ def remote_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
     finally:
         server.shutdown()
         server.server_close()
-        sys.modules.pop("remote_flows", None)
-        reset_registry()
 
 
 def _run_to_completion(url: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -139,15 +150,11 @@ class _CheckpointCalls(requests.Session):
 
 
 def test_with_http_checkpoints_the_host_makes_each_step_durable_through_the_stack(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, remote_flows: None
 ) -> None:
     from relayflow.worker import handle_step_request
     from relayflow.worker.hosts import make_step_host
 
-    (tmp_path / "remote_flows.py").write_text(textwrap.dedent(FLOWS))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    reset_registry()
-    __import__("remote_flows")
     calls = _CheckpointCalls()
 
     def handler(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -176,5 +183,3 @@ def test_with_http_checkpoints_the_host_makes_each_step_durable_through_the_stac
             dev.kill()
             server.shutdown()
             server.server_close()
-            sys.modules.pop("remote_flows", None)
-            reset_registry()

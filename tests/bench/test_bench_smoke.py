@@ -104,7 +104,10 @@ def test_the_cost_figure_prices_every_workload(requests: fig_requests.RequestsRe
 
 def test_the_overhead_figure_times_each_backend() -> None:
     results = fig_overhead.measure(
-        runs=1, workload_set=(("2 steps", 2, False), ("2 + 1 sleep", 2, True)), flat_steps=4
+        runs=1,
+        workload_set=(("2 steps", 2, False), ("2 + 1 sleep", 2, True)),
+        flat_steps=4,
+        flat_short_steps=2,
     )
 
     assert {o.backend for o in results} >= {
@@ -114,7 +117,11 @@ def test_the_overhead_figure_times_each_backend() -> None:
         "AWS on moto, batched",
     }
     assert all(o.cpu_ms > 0 and o.wall_ms > 0 for o in results)
-    assert fig_overhead.rows(results, flat_steps=4)
+    flat = fig_overhead.flatness(results)
+    assert flat is not None
+    assert "1 run of 4 steps vs 2 runs of 2 steps" in flat.measurement
+    assert flat.verdict in {"PASS", "FAIL"}
+    assert fig_overhead.rows(results)
 
 
 def test_the_ingest_figure_routes_and_posts_events() -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from relayflow.local.stack import DevOptions, DevStack
-from relayflow.local.state import BACKGROUND_YIELD_S, DevState, RequestGate, StateError
+from relayflow.local.state import DevState, RequestGate, StateError
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/r"
@@ -187,102 +184,6 @@ def test_the_gate_holds_requests_while_a_snapshot_is_taken() -> None:
         assert worker.is_alive() and served == []
     worker.join(timeout=5)
     assert served == ["/x"]
-
-
-def _hold_in_thread(
-    gate: RequestGate, order: list[str], name: str, *, api: bool
-) -> threading.Thread:
-    def request() -> None:
-        with gate.serving_api() if api else contextlib.nullcontext(), gate.hold():
-            order.append(name)
-
-    thread = threading.Thread(target=request, name=name)
-    thread.start()
-    return thread
-
-
-def _wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
-
-def test_the_gate_serves_waiting_api_requests_before_a_drive_s() -> None:
-    # A yield far longer than the test: only the order of the requests can decide it.
-    gate = RequestGate(background_yield_s=60)
-    order: list[str] = []
-    with gate.hold():  # a drive's request in flight
-        first = _hold_in_thread(gate, order, "api 1", api=True)
-        _wait_until(lambda: gate.api_waiting == 1)
-        drive = _hold_in_thread(gate, order, "drive", api=False)
-        time.sleep(0.05)  # the drive's request comes before the second API request
-        second = _hold_in_thread(gate, order, "api 2", api=True)
-        _wait_until(lambda: gate.api_waiting == 2)
-    for thread in (first, second, drive):
-        thread.join(timeout=10)
-    # The two API requests in either order (the lock decides), the drive's after both.
-    assert sorted(order[:2]) == ["api 1", "api 2"] and order[2:] == ["drive"]
-
-
-def test_a_drive_s_request_is_served_under_a_steady_stream_of_api_requests() -> None:
-    gate = RequestGate(background_yield_s=0.01)
-    order: list[str] = []
-    stop = threading.Event()
-
-    def api_stream() -> None:
-        with gate.serving_api():
-            while not stop.is_set():
-                with gate.hold():
-                    time.sleep(0.001)
-                time.sleep(0.0005)  # an API call's own work between its moto requests
-
-    streams = [threading.Thread(target=api_stream) for _ in range(3)]
-    for stream in streams:
-        stream.start()
-    try:
-        _wait_until(lambda: gate.api_waiting > 0)
-        drive = _hold_in_thread(gate, order, "drive", api=False)
-        drive.join(timeout=10)
-        assert order == ["drive"]
-    finally:
-        stop.set()
-        for stream in streams:
-            stream.join(timeout=10)
-
-
-def test_a_thread_holding_the_gate_takes_it_again_without_waiting() -> None:
-    gate = RequestGate(background_yield_s=60)
-    order: list[str] = []
-    with gate.hold():
-        api = _hold_in_thread(gate, order, "api", api=True)
-        _wait_until(lambda: gate.api_waiting == 1)
-        started = time.monotonic()
-        with gate.hold():
-            order.append("again")
-        assert time.monotonic() - started < 30
-    api.join(timeout=10)
-    assert order == ["again", "api"]
-
-
-def test_the_stack_s_api_calls_go_first_and_its_drives_do_not() -> None:
-    stack = DevStack(DevOptions(), log=lambda line: None)
-    seen: list[tuple[str, bool]] = []
-
-    def probe(name: str) -> Callable[[Any, Any], Any]:
-        return lambda event, context: seen.append((name, stack.gate.in_api_call))
-
-    stack._api_handler, stack._drive_handler = probe("api"), probe("drive")
-    stack._serve_api({}, None)
-    stack._run_drive({}, None)
-    assert seen == [("api", True), ("drive", False)]
-    assert not stack.gate.in_api_call
-
-
-def test_the_readme_states_how_long_a_drive_s_request_lets_api_requests_go_first() -> None:
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
-    assert RequestGate()._background_yield_s == BACKGROUND_YIELD_S == 0.5
-    assert "waiting for moto, for at most half a second a request" in readme
 
 
 def test_the_readme_states_the_snapshot_interval_the_stack_uses(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from relayflow.local.moto_server import DEFAULT_REGION, FAKE_CREDENTIALS, LocalM
 from relayflow.local.queue_poller import LocalQueuePoller
 from relayflow.local.recurring_scheduler import LocalRecurringScheduler
 from relayflow.local.scheduler import LocalScheduler
-from relayflow.local.state import DevState, RequestGate, gate_moto_server
+from relayflow.local.state import DevState, gate_moto_server
 from relayflow.local.transitions_log import TransitionLog
 
 if TYPE_CHECKING:
@@ -116,9 +116,6 @@ class DevStack:
         self._log = log
         self.settings = _settings_of(options)
         self.state = DevState(options.state_dir) if options.state_dir is not None else None
-        #: Every moto request passes it: one at a time, the API's first (and none during a
-        #: snapshot of the state folder).
-        self.gate = self.state.gate if self.state is not None else RequestGate()
         #: Backends restored from the state folder (0 when the stack started empty).
         self.restored = 0
         self.app = AppInfo(module=options.app)
@@ -170,7 +167,6 @@ class DevStack:
         )  # fmt: skip
         try:
             self._moto = start_moto(self.options.host, self.options.moto_port)
-            gate_moto_server(self._moto.server, self.gate)
             self._restore_state()
             # Wake-ups under 15 minutes go through a delayed SQS queue, as deployed.
             queue_url = f"{self._moto.endpoint_url}/{ACCOUNT}/{ALARM_QUEUE}"
@@ -244,6 +240,8 @@ class DevStack:
     def _restore_state(self) -> None:
         if self.state is None:
             return
+        assert self._moto is not None
+        gate_moto_server(self._moto.server, self.state.gate)
         self.restored = self.state.restore()
         saved = self.state.settings()
         # The token survives restarts, so exported RELAYFLOW_TOKEN values keep working.
@@ -343,8 +341,7 @@ class DevStack:
                 "headers": {"Content-Type": "application/json"},
                 "body": '{"error": "unavailable", "message": "the local stack is starting"}',
             }
-        with self.gate.serving_api():
-            return self._api_handler(event, context)
+        return self._api_handler(event, context)
 
     def _run_worker(self, event: Any, context: Any) -> Any:
         assert self._worker_handler is not None

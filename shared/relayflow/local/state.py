@@ -7,14 +7,13 @@ runs in this process, so its in-memory backends are the whole state. They are pi
 Each write goes to a temporary file that is fsynced and renamed over the old one, so a crash
 leaves either the previous snapshot or the new one, never half of one.
 
-moto requests pass through a gate (:class:`RequestGate`), one at a time and the API's first,
-so a snapshot never holds half of a request (half of a transaction, for example).
+moto requests pass through a gate while a snapshot is taken, so a snapshot never holds half of
+a request (half of a transaction, for example).
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import fcntl
 import hashlib
 import io
@@ -30,7 +29,6 @@ import moto
 from moto.backends import get_backend
 
 __all__ = [
-    "BACKGROUND_YIELD_S",
     "DEFAULT_FOLDER",
     "SAVED_SERVICES",
     "DevState",
@@ -50,8 +48,6 @@ _LOCK = "lock"
 # Bumped when the snapshot layout changes; older snapshots are refused with a clear message.
 _FORMAT = 1
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
-#: How long a drive's, worker's or poller's moto request lets waiting API requests go first.
-BACKGROUND_YIELD_S = 0.5
 
 
 class StateError(Exception):
@@ -59,82 +55,16 @@ class StateError(Exception):
 
 
 class RequestGate:
-    """Lets requests through one at a time, the API's first, and stops them while a snapshot
-    is taken.
+    """Lets requests through one at a time, and stops them while a snapshot is taken."""
 
-    On AWS the api function has a CPU of its own; here it shares one interpreter with the
-    drive and worker functions. So a request made while an API call is served
-    (:meth:`serving_api`) goes before the others: any other request waits while API requests
-    wait, for at most ``background_yield_s``, and a burst of API calls is answered before the
-    drives it starts take the CPU. The bound keeps drives going under a steady stream of API
-    calls.
-
-    Args:
-        background_yield_s: How long a request made outside an API call lets waiting API
-            requests go first.
-    """
-
-    def __init__(self, *, background_yield_s: float = BACKGROUND_YIELD_S) -> None:
+    def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._background_yield_s = background_yield_s
-        self._api_waiting = 0
-        self._api_waiting_changed = threading.Condition()
-        self._serving_api: contextvars.ContextVar[bool] = contextvars.ContextVar(
-            "serving_api", default=False
-        )
-        self._held = threading.local()
-
-    @property
-    def api_waiting(self) -> int:
-        """API requests waiting for the gate now."""
-        with self._api_waiting_changed:
-            return self._api_waiting
-
-    @property
-    def in_api_call(self) -> bool:
-        """Whether this thread is serving an API call now."""
-        return self._serving_api.get()
-
-    @contextlib.contextmanager
-    def serving_api(self) -> Iterator[None]:
-        """Mark the requests made in the block (in this thread) as an API call's."""
-        token = self._serving_api.set(True)
-        try:
-            yield
-        finally:
-            self._serving_api.reset(token)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         """Hold the gate: no request is served until the block ends."""
-        depth = getattr(self._held, "depth", 0)
-        if depth:
-            self._lock.acquire()  # held by this thread already: it must not wait for itself
-        elif self._serving_api.get():
-            self._acquire_for_api()
-        else:
-            with self._api_waiting_changed:
-                self._api_waiting_changed.wait_for(
-                    lambda: not self._api_waiting, timeout=self._background_yield_s
-                )
-            self._lock.acquire()
-        self._held.depth = depth + 1
-        try:
+        with self._lock:
             yield
-        finally:
-            self._held.depth = depth
-            self._lock.release()
-
-    def _acquire_for_api(self) -> None:
-        with self._api_waiting_changed:
-            self._api_waiting += 1
-        try:
-            self._lock.acquire()
-        finally:
-            with self._api_waiting_changed:
-                self._api_waiting -= 1
-                if not self._api_waiting:
-                    self._api_waiting_changed.notify_all()
 
     def wrap(self, app: Callable[..., Any]) -> GatedApp:
         """A WSGI app that serves each request of ``app`` with the gate held."""

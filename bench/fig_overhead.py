@@ -16,7 +16,9 @@ stops). It holds only when a checkpoint does not replay the body.
 
 from __future__ import annotations
 
+import gc
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,6 +55,8 @@ class Overhead:
     workload: str
     steps: int
     timing: Timing
+    #: Full garbage collections during the timed runs, and their CPU seconds (when counted).
+    full_collections: tuple[int, float] | None = None
 
     @property
     def wall_ms(self) -> float:
@@ -63,6 +67,31 @@ class Overhead:
     def cpu_ms(self) -> float:
         """CPU milliseconds per step (whole process, every thread)."""
         return self.timing.cpu_s / self.steps * 1000
+
+
+class FullCollections:
+    """Counts Python's full (oldest-generation) collections and their CPU time while active."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cpu_s = 0.0
+        self._started = 0.0
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.count += 1
+            self.cpu_s += time.process_time() - self._started
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._observe)
 
 
 def _measure(work: Callable[[], object], runs: int) -> Timing:
@@ -151,11 +180,13 @@ def _flat_pair(env: WorkflowTestEnv, steps: int, short_steps: int) -> list[Overh
             env.run_until_idle()
 
     timings: dict[str, list[Timing]] = {label: [] for label, _ in shapes}
+    collections = {label: FullCollections() for label, _ in shapes}
     for _, sizes in shapes:
         work(sizes)
     for _ in range(FLAT_ROUNDS):
         for label, sizes in shapes:
-            timings[label].append(timed(lambda sizes=sizes: work(sizes), 1))
+            with collections[label]:
+                timings[label].append(timed(lambda sizes=sizes: work(sizes), 1))
     unfinished = [run_id for run_id in started if env.get_run(run_id).status != "completed"]
     if unfinished:
         raise RuntimeError(f"{len(unfinished)} runs did not complete, e.g. {unfinished[0]}")
@@ -169,6 +200,7 @@ def _flat_pair(env: WorkflowTestEnv, steps: int, short_steps: int) -> list[Overh
                 statistics.median(t.cpu_s for t in timings[label]),
                 FLAT_ROUNDS,
             ),
+            (collections[label].count, collections[label].cpu_s),
         )
         for label, sizes in shapes
     ]
@@ -191,13 +223,21 @@ def flatness(results: list[Overhead]) -> Row | None:
     )
 
 
+def _collections_note(overhead: Overhead) -> str:
+    if overhead.full_collections is None:
+        return ""
+    count, cpu_s = overhead.full_collections
+    return f"; {count} full collections in its {overhead.timing.runs} rounds, {cpu_s:.2f} s CPU"
+
+
 def rows(results: list[Overhead]) -> list[Row]:
     """The figure's table rows: times, CPU against the peer, CPU flatness in memory."""
     out = [
         Row(
             FIGURE,
             f"{o.backend}, {o.workload}",
-            f"wall {o.wall_ms:.3f} ms/step, CPU {o.cpu_ms:.3f} ms/step (median of {o.timing.runs})",
+            f"wall {o.wall_ms:.3f} ms/step, CPU {o.cpu_ms:.3f} ms/step (median of {o.timing.runs})"
+            + _collections_note(o),
         )
         for o in results
     ]

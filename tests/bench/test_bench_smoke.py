@@ -3,6 +3,7 @@ checked here, only that each benchmark runs, measures something and renders its 
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -120,6 +121,8 @@ def test_the_overhead_figure_times_each_backend() -> None:
     flat = fig_overhead.flatness(results)
     assert flat is not None
     assert "1 run of 4 steps vs 2 runs of 2 steps" in flat.measurement
+    pair = [o for o in results if o.backend == fig_overhead.FLAT_BACKEND]
+    assert all(o.full_collections is not None for o in pair)
     assert flat.verdict in {"PASS", "FAIL"}
     assert fig_overhead.rows(results)
 
@@ -197,3 +200,10 @@ def test_the_time_figure_measures_at_small_sizes() -> None:
     rendered = render(fig_time.rows(result))
     assert len(acks) == 5 and consumed == distinct == 5 and found
     assert "6 time" in rendered
+
+
+def test_full_collections_are_counted_while_watched() -> None:
+    with fig_overhead.FullCollections() as watched:
+        gc.collect()
+    gc.collect()
+    assert watched.count == 1 and watched.cpu_s >= 0

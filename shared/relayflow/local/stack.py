@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import boto3
 from aws_lambda_powertools import Logger
+from botocore import UNSIGNED
+from botocore.config import Config
 
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
@@ -30,6 +32,7 @@ from relayflow.cli.app_loader import build_app_manifest, load_app
 from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
+from relayflow.local.api_first import ApiFirst, is_long_poll
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_direct import DirectMoto
@@ -119,6 +122,8 @@ class DevStack:
         #: Backends restored from the state folder (0 when the stack started empty).
         self.restored = 0
         self.app = AppInfo(module=options.app)
+        #: Step invocations wait for the API requests being served (one interpreter here).
+        self.api_first = ApiFirst()
         self._http: LambdaHttpServer | None = None
         self._moto: LocalMoto | None = None
         self._scheduler: LocalScheduler | None = None
@@ -294,6 +299,7 @@ class DevStack:
     def _wire_handlers(self, driver: WorkflowDriver, clients: AwsClients) -> None:
         from relayflow.api.app import create_app
         from relayflow.api.auth import StaticTokenAuth
+        from relayflow.api.context import WaitPolicy
         from relayflow.api.handler import (
             make_drive_handler,
             make_lambda_handler,
@@ -317,6 +323,8 @@ class DevStack:
                 hand_off=True,
                 inline_budget_ms=self.settings.inline_drive_budget_ms,
                 checkpoint_capabilities=capability_signer(self.settings),
+                # A request waiting for its run to settle lets the run's steps go.
+                wait=WaitPolicy(sleep_ms=self.api_first.sleep_ms),
             )
         )
         self._drive_handler = make_drive_handler(
@@ -341,10 +349,14 @@ class DevStack:
                 "headers": {"Content-Type": "application/json"},
                 "body": '{"error": "unavailable", "message": "the local stack is starting"}',
             }
-        return self._api_handler(event, context)
+        if is_long_poll(str(event.get("rawPath", ""))):
+            return self._api_handler(event, context)
+        with self.api_first.serving_api():
+            return self._api_handler(event, context)
 
     def _run_worker(self, event: Any, context: Any) -> Any:
         assert self._worker_handler is not None
+        self.api_first.wait_for_api()
         return self._worker_handler(event, context)
 
     def _run_drive(self, event: Any, context: Any) -> Any:
@@ -426,6 +438,15 @@ class LocalAwsClients(AwsClients):
     def lambda_(self) -> LambdaClient:
         """The in-process Lambda client."""
         return cast("LambdaClient", self._local_lambda)
+
+    def _config(self, service: str) -> Config:
+        # DynamoDB calls, most of the stack's, go to moto in this process: moto checks
+        # neither signatures nor parameters (it validates requests itself), so the client
+        # spends nothing on them.
+        config = super()._config(service)
+        if service != "dynamodb":
+            return config
+        return config.merge(Config(signature_version=UNSIGNED, parameter_validation=False))
 
 
 class _SilentMetrics:

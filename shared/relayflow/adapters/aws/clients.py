@@ -59,7 +59,7 @@ class AwsClients:
                 return existing
             if self._session is None:
                 self._session = boto3.Session()
-            config = _LAMBDA_CONFIG if service == "lambda" else _STANDARD_CONFIG
+            config = self._config(service)
             created = self._session.client(
                 service,  # type: ignore[call-overload]
                 region_name=self._region,
@@ -68,6 +68,10 @@ class AwsClients:
             )
             self._clients[service] = created
             return created
+
+    def _config(self, service: str) -> Config:
+        """The botocore settings of ``service``'s client."""
+        return _LAMBDA_CONFIG if service == "lambda" else _STANDARD_CONFIG
 
     def dynamodb(self) -> DynamoDBClient:
         """The DynamoDB client."""

@@ -126,9 +126,17 @@ class Deliveries:
             )
         return Replay(existing.answer)
 
-    def finish(self, scope: str, key: str, digest: str, answer: Mapping[str, Any]) -> None:
-        """Store the answer of a claimed id."""
-        self.log.record(scope, key, digest, answer)
+    def finish(
+        self,
+        scope: str,
+        key: str,
+        digest: str,
+        answer: Mapping[str, Any],
+        *,
+        lifelong: bool = False,
+    ) -> None:
+        """Store the answer of a claimed id (``lifelong`` as it was claimed)."""
+        self.log.record(scope, key, digest, answer, lifelong=lifelong)
 
     def abandon(self, scope: str, key: str, digest: str) -> None:
         """Give the claim up: the request failed, a retry may do the work."""

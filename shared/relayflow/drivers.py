@@ -398,7 +398,11 @@ class WorkflowDriver:
             self.deliveries.abandon(scope, key, digest)
             raise
         self.deliveries.finish(
-            scope, key, digest, {"status": delivery.status, **replay_answer(delivery)}
+            scope,
+            key,
+            digest,
+            {"status": delivery.status, **replay_answer(delivery)},
+            lifelong=True,
         )
         return delivery
 

@@ -306,8 +306,20 @@ class DeliveryLog(Protocol):
         """
         ...
 
-    def record(self, scope: str, key: str, fingerprint: str, answer: Mapping[str, Any]) -> None:
-        """Store the first answer of a claimed key (later calls change nothing)."""
+    def record(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        answer: Mapping[str, Any],
+        *,
+        lifelong: bool = False,
+    ) -> None:
+        """Store the first answer of a claimed key (later calls change nothing).
+
+        ``lifelong``: the key was claimed without expiry (``expires_at=None``), so a store may
+        write the answered entry whole instead of changing the claim.
+        """
         ...
 
     def release(self, scope: str, key: str, fingerprint: str) -> None:

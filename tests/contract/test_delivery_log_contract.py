@@ -97,3 +97,54 @@ def test_a_claim_costs_the_same_after_a_thousand_others() -> None:
         assert claim(log, key=f"e{n}").won
     assert len(log) == 1_000
     assert not claim(log, key="e0").won
+
+
+def lifelong_claim(log: DeliveryLog, fp: str = "f", now: int = T0, hold: int = 1_000):
+    return log.claim("run:r", "k", fp, now_ms=now, hold_ms=hold, expires_at=None)
+
+
+def test_a_lifelong_claim_keeps_its_first_answer(log: DeliveryLog) -> None:
+    assert lifelong_claim(log).won
+    log.record("run:r", "k", "f", {"status": "buffered"}, lifelong=True)
+    log.record("run:r", "k", "f", {"status": "resolved"}, lifelong=True)
+    again = lifelong_claim(log, now=T0 + 10_000_000)
+    assert not again.won and again.existing is not None
+    assert again.existing.answer == {"status": "buffered"}
+
+
+def test_a_lifelong_answer_of_another_fingerprint_or_a_released_claim_changes_nothing(
+    log: DeliveryLog,
+) -> None:
+    assert lifelong_claim(log, hold=60_000).won
+    log.record("run:r", "k", "g", {"status": "buffered"}, lifelong=True)
+    found = lifelong_claim(log, now=T0 + 1)
+    assert not found.won and found.existing is not None and found.existing.answer is None
+
+    log.release("run:r", "k", "f")
+    log.record("run:r", "k", "f", {"status": "buffered"}, lifelong=True)
+    assert lifelong_claim(log, now=T0 + 2).won  # no entry was made up from the answer
+
+
+def test_a_lifelong_claim_stamped_with_an_expiry_keeps_it_when_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_fake_credentials(monkeypatch)
+    with moto_backend():
+        log = dynamodb_delivery_log()
+        assert isinstance(log, DynamoDBDeliveryLog)
+        assert lifelong_claim(log).won
+        key = DynamoDBDeliveryLog._key("run:r", "k")
+        db = log._db()
+        # The run ended between the claim and its answer: its upkeep stamped the expiry.
+        db.update_item(
+            TableName="runs",
+            Key=key,
+            UpdateExpression="SET #ttl = :ttl",
+            ExpressionAttributeNames={"#ttl": tables.TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":ttl": {"N": "1800000000"}},
+        )
+        log.record("run:r", "k", "f", {"status": "buffered"}, lifelong=True)
+        item = db.get_item(TableName="runs", Key=key, ConsistentRead=True)["Item"]
+        assert item[tables.TTL_ATTRIBUTE] == {"N": "1800000000"}
+        assert item["answer"] == {"S": '{"status":"buffered"}'}
+        assert item["heldUntil"] == {"N": "0"}

@@ -270,7 +270,9 @@ class RelayflowResolver(APIGatewayHttpResolver):
             if stored is None:
                 self.deliveries.abandon(claim.scope, claim.key, claim.digest)
             else:
-                self.deliveries.finish(claim.scope, claim.key, claim.digest, stored)
+                self.deliveries.finish(
+                    claim.scope, claim.key, claim.digest, stored, lifelong=claim.lifelong
+                )
         except RelayflowError:
             # The answer is already decided; an unrecorded key is claimable after its hold.
             self.logger.exception("the idempotency key could not be settled")

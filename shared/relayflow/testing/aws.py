@@ -14,6 +14,7 @@ Needs moto: ``pip install 'relayflow[testing]'``.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import importlib
@@ -130,6 +131,7 @@ def _patches() -> list[_Patch]:
     import moto.backends
     import moto.core.responses
     from moto.core.serialize import BaseJSONSerializer
+    from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoHandler
@@ -154,6 +156,7 @@ def _patches() -> list[_Patch]:
         _Patch(moto.backends, "list_of_moto_modules", _listed_once),
         _Patch(moto.core.responses, "method_names_from_class", _once_per_class),
         _Patch(BaseJSONSerializer, "_serialize_type_structure", _attribute_values_as_they_are),
+        _Patch(ConditionExpressionParser, "_lex_condition_expression", _lexed_once),
     ]
 
 
@@ -264,6 +267,29 @@ def _attribute_values_as_they_are(original: Callable[..., None]) -> Callable[...
         original(self, serialized, value, shape, key)
 
     return serialize
+
+
+#: Condition expressions whose tokens are kept (an app writes with a few dozen).
+_LEXED_EXPRESSIONS = 1_024
+
+
+def _lexed_once(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """moto lexes a condition expression with a dozen regular expressions each time it
+    parses one, twice per conditional write; an expression's tokens are always the same
+    (immutable named tuples whose children nothing changes), so each is lexed once."""
+    lexed: dict[str, tuple[Any, ...]] = {}
+
+    @functools.wraps(original)
+    def lex(self: Any) -> Any:
+        expression = self.condition_expression
+        tokens = lexed.get(expression)
+        if tokens is None:
+            tokens = tuple(original(self))
+            if len(lexed) < _LEXED_EXPRESSIONS:
+                lexed[expression] = tokens
+        return collections.deque(tokens)
+
+    return lex
 
 
 _SCALAR_KINDS: dict[str, type] = {"S": str, "N": str, "BOOL": bool, "NULL": bool}

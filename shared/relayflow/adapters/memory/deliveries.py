@@ -36,7 +36,15 @@ class InMemoryDeliveryLog:
             self._entries[(scope, key)] = DeliveryEntry(fingerprint, None, now_ms + hold_ms)
             return DeliveryClaim(won=True)
 
-    def record(self, scope: str, key: str, fingerprint: str, answer: Mapping[str, Any]) -> None:
+    def record(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        answer: Mapping[str, Any],
+        *,
+        lifelong: bool = False,
+    ) -> None:
         """Store the first answer of ``(scope, key)``."""
         with self._lock:
             found = self._entries.get((scope, key))

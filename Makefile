@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-SOURCES := $(wildcard shared functions infra tests examples bench)
+SOURCES := shared infra tests examples bench
 
 .PHONY: dev test lint typecheck unit bench clean browser
 

@@ -1,4 +1,5 @@
-"""The local stack starts a step invocation once the API requests being served are answered."""
+"""The local stack starts a drive or a step invocation once the API requests being served are
+answered."""
 
 from __future__ import annotations
 
@@ -111,6 +112,40 @@ def test_the_stack_counts_its_api_calls_and_its_worker_waits_for_them() -> None:
     stack._serve_api({"rawPath": "/api/runs/r/stream"}, None)
     stack._run_worker({}, None)
     assert seen == [("api", 1), ("api", 0), ("worker", 0)]
+
+
+def test_the_stack_s_drive_and_worker_start_once_the_api_request_is_answered() -> None:
+    stack = DevStack(DevOptions(), log=lambda line: None)
+    # A wait far longer than the test: only the request's end can let the invocations go.
+    stack.api_first = ApiFirst(max_wait_s=60)
+    order: list[str] = []
+    answer = threading.Event()
+
+    def api(event: Any, context: Any) -> None:
+        answer.wait(timeout=30)
+        order.append("api answered")
+
+    stack._api_handler = api
+    stack._drive_handler = lambda event, context: order.append("drive")
+    stack._worker_handler = lambda event, context: order.append("worker")
+    request = threading.Thread(
+        target=stack._serve_api, args=({"rawPath": "/api/runs/r/events"}, None)
+    )
+    request.start()
+    while stack.api_first.serving != 1:
+        time.sleep(0.01)
+    invocations = [
+        threading.Thread(target=start, args=({}, None))
+        for start in (stack._run_drive, stack._run_worker)
+    ]
+    for invocation in invocations:
+        invocation.start()
+    time.sleep(0.2)  # room for an invocation that does not wait to run first
+    answer.set()
+    for thread in (request, *invocations):
+        thread.join(timeout=30)
+    assert order[0] == "api answered"
+    assert sorted(order[1:]) == ["drive", "worker"]
 
 
 def test_the_readme_states_how_long_a_step_waits_for_api_requests() -> None:

@@ -72,12 +72,19 @@ def _heartbeat(
 
 
 def inject(
-    record: RunRecord, injection: Injection, now: int, settings: CoreSettings
+    record: RunRecord,
+    injection: Injection,
+    now: int,
+    settings: CoreSettings,
+    *,
+    owned: bool = False,
 ) -> tuple[Transition, InjectionResult]:
     """Deliver an event, signal or token outcome to a run.
 
     A waiting run whose pending wait matches (kind, key, ``match``) resolves it and runs
     again; otherwise the injection goes to the inbox. Ids already seen are duplicates.
+    ``owned``: ``record`` is a working copy of the caller's own (:func:`working_copy`), so
+    it is changed in place instead of copied again; a refusal leaves it unchanged.
 
     Raises:
         RunTerminalError: The run already ended (code ``run_terminal``).
@@ -88,7 +95,7 @@ def inject(
         return _heartbeat(record, injection, now)
     if is_seen(record, injection.id):
         return Transition(record, (), changed=False), InjectionResult("duplicate")
-    rec = working_copy(record)
+    rec = record if owned else working_copy(record)
     item = injection.to_item(now)
     if rec.status == "waiting" and rec.cancel_request is None:
         registered = rec.journal.waitpoints_registered

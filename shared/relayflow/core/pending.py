@@ -57,7 +57,11 @@ def injection_of(item: InboxItem) -> Injection:
 
 
 def take(record: RunRecord, items: Iterable[InboxItem], now: int, settings: CoreSettings) -> Taken:
-    """Take ``items`` (in the order received) into ``record``; it must not have ended."""
+    """Take ``items`` (in the order received) into ``record``; it must not have ended.
+
+    The record is copied once, by the first item that changes it: the items after it change
+    that copy in place, so taking n items costs one copy of the record, not n.
+    """
     current = record
     effects: list[Effect] = []
     taken = Taken(Transition(record, (), changed=False))
@@ -66,7 +70,9 @@ def take(record: RunRecord, items: Iterable[InboxItem], now: int, settings: Core
             taken.seen.append(item.id)
             continue
         try:
-            transition, result = inject(current, injection_of(item), now, settings)
+            transition, result = inject(
+                current, injection_of(item), now, settings, owned=current is not record
+            )
         except InboxFullError:
             taken.refused.append(item.id)
             continue

@@ -361,6 +361,7 @@ class DevStack:
 
     def _run_drive(self, event: Any, context: Any) -> Any:
         assert self._drive_handler is not None
+        self.api_first.wait_for_api()
         return self._drive_handler(event, context)
 
     def _fire_alarm(self, payload: dict[str, Any]) -> None:

@@ -218,3 +218,42 @@ def test_a_child_cancelled_with_its_parent_resumes_nothing_on_a_terminal_parent(
     resume = next(e for e in t.effects if isinstance(e, ResumeParent))
     parent = respond(fresh_run("p"), {"status": "cancelled"})[0]
     assert not child_ended(parent, resume.waitpoint_id, resume.outcome, T0).changed
+
+
+def test_taking_stored_deliveries_copies_the_record_once_and_leaves_it_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import relayflow.core.interventions as interventions
+    from relayflow.core.pending import take
+
+    copies: list[str] = []
+    real_copy = interventions.working_copy
+
+    def counted(record: RunRecord) -> RunRecord:
+        copies.append(record.id)
+        return real_copy(record)
+
+    monkeypatch.setattr(interventions, "working_copy", counted)
+    run = parked(wp("event:paid:0", "EVENT", eventType="paid"))
+    before = run.model_dump()
+    items = [event("paid", n, id=f"e{n}").to_item(T0 + n) for n in range(5)]
+
+    taken = take(run, [*items, items[1]], T0 + 10, S)
+
+    assert copies == ["r1"]
+    assert run.model_dump() == before
+    after = taken.transition.record
+    assert taken.transition.changed and after.status == "running"
+    assert after.journal.waitpoints_resolved["event:paid:0"].matched_event_id == "e0"
+    assert [i.id for i in after.inbox] == ["e1", "e2", "e3", "e4"]
+    assert [taken.results[f"e{n}"].status for n in range(5)] == ["resolved", *["buffered"] * 4]
+
+
+def test_a_full_inbox_refuses_only_the_deliveries_past_its_limit() -> None:
+    from relayflow.core.pending import take
+
+    settings = CoreSettings(inbox_limit=2)
+    items = [event("x", id=f"e{n}").to_item(T0 + n) for n in range(4)]
+    taken = take(fresh_run(), items, T0 + 10, settings)
+    assert taken.refused == ["e2", "e3"]
+    assert [i.id for i in taken.transition.record.inbox] == ["e0", "e1"]

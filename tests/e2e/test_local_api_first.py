@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from relayflow.local.api_first import MAX_WAIT_S, ApiFirst, is_long_poll
+from relayflow.local.polling import PollingThread
 from relayflow.local.stack import DevOptions, DevStack
 
 
@@ -146,6 +147,27 @@ def test_the_stack_s_drive_and_worker_start_once_the_api_request_is_answered() -
         thread.join(timeout=30)
     assert order[0] == "api answered"
     assert sorted(order[1:]) == ["drive", "worker"]
+
+
+def test_the_stack_s_pollers_poll_once_the_api_request_is_answered() -> None:
+    api_first = ApiFirst(max_wait_s=60)
+    polls: list[int] = []
+    polled = threading.Event()
+
+    def poll() -> bool:
+        polls.append(api_first.serving)
+        polled.set()
+        return False
+
+    poller = PollingThread("probe", poll, 0.01, wait_turn=api_first.wait_for_api)
+    with api_first.serving_api():
+        poller.start()
+        time.sleep(0.2)  # room for a poll that does not wait to run first
+    try:
+        assert polled.wait(timeout=30)
+    finally:
+        poller.stop()
+    assert polls and set(polls) == {0}
 
 
 def test_the_readme_states_how_long_a_step_waits_for_api_requests() -> None:

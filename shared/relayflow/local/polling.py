@@ -12,12 +12,24 @@ _log = logging.getLogger("relayflow.local")
 
 class PollingThread:
     """Calls ``poll`` every ``interval_s`` in a daemon thread; a poll that returns True (more
-    work may be waiting) is followed by the next one at once. Failures are logged."""
+    work may be waiting) is followed by the next one at once. Failures are logged.
 
-    def __init__(self, name: str, poll: Callable[[], bool], interval_s: float) -> None:
+    ``wait_turn`` is called before each poll and may block: the dev stack lets the API
+    requests being worked on go first (:class:`relayflow.local.api_first.ApiFirst`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        poll: Callable[[], bool],
+        interval_s: float,
+        *,
+        wait_turn: Callable[[], object] = lambda: None,
+    ) -> None:
         self._name = name
         self._poll = poll
         self._interval_s = interval_s
+        self._wait_turn = wait_turn
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -36,6 +48,7 @@ class PollingThread:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                self._wait_turn()
                 busy = self._poll()
             except Exception:
                 _log.exception("%s: poll failed", self._name)

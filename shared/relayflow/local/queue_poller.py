@@ -49,6 +49,7 @@ class LocalQueuePoller:
         deliver: Called with an SQS event; returns the handler's answer
             (``batchItemFailures`` names the messages to keep).
         interval_s: Pause between empty polls (short polls keep local timers precise).
+        wait_turn: Called before each poll; may block (see :class:`PollingThread`).
         batch_size: Messages per batch (the mapping's batch size).
         concurrency: How many batches are driven at once in the background (a mapping
             starts with five and scales up).
@@ -61,6 +62,7 @@ class LocalQueuePoller:
         queue_url: str,
         deliver: Deliver,
         interval_s: float = 0.05,
+        wait_turn: Callable[[], object] = lambda: None,
         batch_size: int = 10,
         concurrency: int = 5,
     ) -> None:
@@ -72,7 +74,9 @@ class LocalQueuePoller:
         self._free = threading.BoundedSemaphore(concurrency)
         self._driving: set[threading.Thread] = set()
         self._driving_lock = threading.Lock()
-        self._polling = PollingThread("relayflow-queue", self._poll_in_background, interval_s)
+        self._polling = PollingThread(
+            "relayflow-queue", self._poll_in_background, interval_s, wait_turn=wait_turn
+        )
 
     def _queue_arn(self) -> str:
         attrs = self._client.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])

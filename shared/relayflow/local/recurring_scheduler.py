@@ -44,6 +44,7 @@ class LocalRecurringScheduler:
         fire: Called with the firing's input on a worker thread (an asynchronous invoke).
         now_ms: Wall clock in epoch ms.
         interval_s: Pause between polls.
+        wait_turn: Called before each poll; may block (see :class:`PollingThread`).
     """
 
     def __init__(
@@ -54,13 +55,16 @@ class LocalRecurringScheduler:
         fire: Fire,
         now_ms: Callable[[], int],
         interval_s: float = 0.5,
+        wait_turn: Callable[[], object] = lambda: None,
     ) -> None:
         self._client = client
         self._group = group
         self._fire = fire
         self._now_ms = now_ms
         self._tracked: dict[str, _Tracked] = {}
-        self._polling = PollingThread("relayflow-recurring", self._poll, interval_s)
+        self._polling = PollingThread(
+            "relayflow-recurring", self._poll, interval_s, wait_turn=wait_turn
+        )
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="relayflow-schedule")
 
     def start(self) -> None:

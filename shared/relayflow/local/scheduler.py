@@ -55,6 +55,7 @@ class LocalScheduler:
             thread, like an asynchronous Lambda invocation.
         now_ms: Wall clock in epoch ms.
         interval_s: Pause between polls.
+        wait_turn: Called before each poll; may block (see :class:`PollingThread`).
         workers: Alarms fired concurrently at most.
     """
 
@@ -66,6 +67,7 @@ class LocalScheduler:
         fire: Fire,
         now_ms: Callable[[], int],
         interval_s: float = 0.2,
+        wait_turn: Callable[[], object] = lambda: None,
         workers: int = 4,
     ) -> None:
         self._client = client
@@ -73,7 +75,9 @@ class LocalScheduler:
         self._fire = fire
         self._now_ms = now_ms
         self._known: dict[str, _Known] = {}
-        self._polling = PollingThread("relayflow-scheduler", self._poll, interval_s)
+        self._polling = PollingThread(
+            "relayflow-scheduler", self._poll, interval_s, wait_turn=wait_turn
+        )
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="relayflow-alarm")
 
     def start(self) -> None:

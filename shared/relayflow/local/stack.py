@@ -187,10 +187,14 @@ class DevStack:
                 group=self.settings.require("schedule_group"),
                 fire=self._fire_alarm,
                 now_ms=_now_ms,
+                wait_turn=self.api_first.wait_for_api,
             )
             self._scheduler.start()
             self._queue = LocalQueuePoller(
-                client=clients.sqs(), queue_url=queue_url, deliver=self._deliver_batch
+                client=clients.sqs(),
+                queue_url=queue_url,
+                deliver=self._deliver_batch,
+                wait_turn=self.api_first.wait_for_api,
             )
             self._queue.start()
             self._recurring = LocalRecurringScheduler(
@@ -198,6 +202,7 @@ class DevStack:
                 group=self.settings.require("recurring_schedule_group"),
                 fire=self._fire_schedule,
                 now_ms=_now_ms,
+                wait_turn=self.api_first.wait_for_api,
             )
             self._recurring.start()
             self._sweeper = threading.Thread(

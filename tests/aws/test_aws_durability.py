@@ -10,6 +10,7 @@ import pytest
 
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog, log_sk
 from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.runs import DynamoDBRunStore
 from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.errors import CheckpointSlotTakenError
 from relayflow.ports import RunQuery
@@ -157,3 +158,22 @@ def test_waits_keep_index_entries_and_listings_still_filter_by_status(on_moto: N
     env.advance("16m")  # the dead driver's lease expired
     env.sweep()
     assert env.get_run(crashed).status == "completed"
+
+
+def test_reading_a_run_reads_none_of_its_checkpoint_log(on_moto: None) -> None:
+    env = moto_driver(workflows=[per_step], services={"steps": Steps(crash_at=None)})
+    run = env.trigger("dur.thirty")
+    assert len(env.checkpoints.read(run.id, 0)) == 30  # kept until they expire
+    client = AwsClients(region="eu-west-1").dynamodb()
+    read: list[int] = []
+    client.meta.events.register(
+        "after-call.dynamodb.Query", lambda parsed, **_: read.append(parsed["ScannedCount"])
+    )
+    # A store that never saw the run (another function's) reads it from the table.
+    found = DynamoDBRunStore.from_settings(SETTINGS, client_factory=lambda: client).get(run.id)
+
+    assert found is not None and (found.status, found.output) == (
+        "completed",
+        sum(n * n for n in range(1, 31)),
+    )
+    assert read and sum(read) < 30, f"items read by each Query: {read}"

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import run_items, run_pages, tables
+from relayflow.adapters.aws.checkpoints import LOG_PREFIX
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
 from relayflow.adapters.aws.run_headers import HeaderCodec, wake_index
 from relayflow.adapters.aws.run_queries import RunIndexReader
@@ -193,11 +194,17 @@ class DynamoDBRunStore:
     ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
         header: dict[str, Any] | None = None
         pages: dict[str, dict[str, Any]] = {}
+        # The header (``#run``) and the pages (``g#``) sort before the checkpoint log
+        # (``log#``), whose entries stay in the partition until they expire: a read of the run
+        # stops short of them, or it would pay for every checkpoint of the last seven days.
         params: dict[str, Any] = {
             "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": tables.PK},
-            "ExpressionAttributeValues": {":pk": run_items.s(run_id)},
+            "KeyConditionExpression": "#pk = :pk AND #sk < :log",
+            "ExpressionAttributeNames": {"#pk": tables.PK, "#sk": tables.SK},
+            "ExpressionAttributeValues": {
+                ":pk": run_items.s(run_id),
+                ":log": run_items.s(LOG_PREFIX),
+            },
             "ConsistentRead": True,
         }
         while True:

@@ -50,7 +50,7 @@ FLAT_STEPS = 10_000
 MAX_FLAT_RATIO = 1.5
 #: The short runs the long one is compared with, and how many times each is timed.
 FLAT_SHORT_STEPS = 100
-FLAT_ROUNDS = 3
+FLAT_ROUNDS = 7
 FLAT_BACKEND = "in-memory, per step, flatness"
 #: The project folder, where ``python -m bench.fig_overhead`` runs the pair.
 ROOT = Path(__file__).resolve().parents[1]

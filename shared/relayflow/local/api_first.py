@@ -6,9 +6,9 @@ them in one interpreter, and a drive that goes on invoking steps during a burst 
 interpreter from the requests of the burst. So here the drive and worker functions start an
 invocation, and the local scheduler and queue a poll, when no API request is being worked
 on, or after waiting ``max_wait_s``, so that a steady stream of API calls still lets runs
-move. A request that waits does not count while it
-waits: a long poll of a run's stream, and a trigger between two reads of the run it waits
-to settle (:meth:`ApiFirst.sleep_ms`), whose drive would otherwise wait for it.
+move. A request that waits does not count while it waits: a long poll of a run's stream,
+and a trigger between two reads of the run it waits to settle (:meth:`ApiFirst.sleep_ms`),
+whose drive would otherwise wait for it.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, computed_field
 
 from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
@@ -98,7 +99,12 @@ class TimelinePage(RecordModel):
 
 
 class RunDetail(RunSummary):
-    """Everything about a run an admin or a test looks at."""
+    """Everything about a run an admin or a test looks at.
+
+    ``timeline`` is built from the run's record the first time it is read (or dumped): a
+    caller that never looks at it, as most answers of the API do, does not pay for an entry
+    per step attempt and wait.
+    """
 
     workflow_version: str = "v1"
     input: Any = None
@@ -106,7 +112,6 @@ class RunDetail(RunSummary):
     error: SerializedError | None = None
     duration_ms: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    timeline: list[TimelineEntry] = Field(default_factory=list)
     children: list[str] = Field(default_factory=list)
     parent_run_id: str | None = None
     pending_waits: list[str] = Field(default_factory=list)
@@ -119,6 +124,22 @@ class RunDetail(RunSummary):
     triggered_by: RunTrigger = Field(default_factory=RunTrigger)
     streams: dict[str, list[StreamChunk]] = Field(default_factory=dict)
     inbox_size: int = 0
+    _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
+    _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
+
+    def __init__(self, timeline: Iterable[Any] | None = None, **data: Any) -> None:
+        super().__init__(**data)
+        if timeline is not None:
+            self._timeline = [TimelineEntry.model_validate(entry) for entry in timeline]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def timeline(self) -> list[TimelineEntry]:
+        """One entry per step attempt and per wait, in start order."""
+        if self._timeline is None:
+            build = self._build_timeline
+            self._timeline = build() if build is not None else []
+        return self._timeline
 
 
 class RunListPage(RecordModel):
@@ -368,9 +389,11 @@ def timeline_page(
 
 
 def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> RunDetail:
-    """The detail view of ``record``, timeline included (``entries`` when already built)."""
+    """The detail view of ``record``; its timeline is ``entries`` when already built, else
+    built from ``record`` when first read (the record must not change meanwhile: a saved
+    record never does, transitions change copies)."""
     ended = record.completed_at
-    return RunDetail(
+    view = RunDetail(
         **summary(record).model_dump(),
         workflow_version=record.workflow_version,
         input=record.input,
@@ -378,7 +401,6 @@ def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> Run
         error=record.error,
         duration_ms=max(0, ended - record.started_at) if ended is not None else None,
         metadata=dict(record.metadata),
-        timeline=timeline(record) if entries is None else entries,
         children=[c.run_id for c in record.children],
         parent_run_id=record.parent.run_id if record.parent else None,
         pending_waits=[w.client_waitpoint_id for w in record.pending_waitpoints],
@@ -391,6 +413,11 @@ def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> Run
         streams=dict(record.streams),
         inbox_size=len(record.inbox),
     )
+    if entries is not None:
+        view._timeline = entries
+    else:
+        view._build_timeline = partial(timeline, record)
+    return view
 
 
 def journal_events(

@@ -202,3 +202,26 @@ def test_a_page_with_values_stops_at_its_byte_budget() -> None:
 def test_bad_timeline_cursors_are_refused(cursor: str) -> None:
     with pytest.raises(ValidationError):
         decode_timeline_cursor(cursor)
+
+
+def test_a_run_s_timeline_is_built_when_first_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    import relayflow.core.views as views
+
+    built: list[str] = []
+    real_timeline = views.timeline
+
+    def counted(record: Any, **options: Any) -> list[TimelineEntry]:
+        built.append(record.id)
+        return real_timeline(record, **options)
+
+    monkeypatch.setattr(views, "timeline", counted)
+    env = WorkflowTestEnv(workflows=[big])
+    run = env.trigger("hist.big", {"steps": 3})
+    detail = env.get_run(run.id)
+    assert built == []  # neither the trigger's answer nor get_run built it
+    first = [(e.type, e.id, e.outcome) for e in detail.timeline]
+    assert first == [("step", "huge", "ok"), *[("step", f"s{i}", "ok") for i in range(3)]]
+    assert detail.model_dump()["timeline"][0]["id"] == "huge"
+    assert built == [run.id]  # once, then kept
+    again = views.RunDetail(**detail.model_dump(exclude={"timeline"}), timeline=detail.timeline)
+    assert again.timeline == detail.timeline and built == [run.id]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from core_builders import T0, fresh_run, respond, waiting, wp
 
+import relayflow.core.interventions as interventions
 from relayflow.core.effects import ArmAlarm, CancelChildren, ChildOutcome, Dispatch, ResumeParent
 from relayflow.core.inbox import InboxFullError, Injection
 from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
+from relayflow.core.pending import take
 from relayflow.core.record import ParentLink, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import apply_response, begin_invocation
@@ -223,9 +225,6 @@ def test_a_child_cancelled_with_its_parent_resumes_nothing_on_a_terminal_parent(
 def test_taking_stored_deliveries_copies_the_record_once_and_leaves_it_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import relayflow.core.interventions as interventions
-    from relayflow.core.pending import take
-
     copies: list[str] = []
     real_copy = interventions.working_copy
 
@@ -250,8 +249,6 @@ def test_taking_stored_deliveries_copies_the_record_once_and_leaves_it_unchanged
 
 
 def test_a_full_inbox_refuses_only_the_deliveries_past_its_limit() -> None:
-    from relayflow.core.pending import take
-
     settings = CoreSettings(inbox_limit=2)
     items = [event("x", id=f"e{n}").to_item(T0 + n) for n in range(4)]
     taken = take(fresh_run(), items, T0 + 10, settings)

@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-SOURCES := shared infra tests examples bench
+SOURCES := shared functions infra tests examples bench
 
-.PHONY: dev test lint typecheck unit bench clean browser
+.PHONY: dev test lint typecheck suite unit e2e bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,9 +27,19 @@ typecheck: $(STAMP)
 FIGURES := tests/reliability/figures
 FIGURES_TOOL := $(BIN)/python tests/reliability/reliability_figures.py
 
-unit: $(STAMP) browser
+# Every pytest test (unit, contract, api, aws, infra, e2e, browser, reliability, docs), with
+# the reliability totals checked against the figures the docs quote.
+suite: $(STAMP) browser
 	$(BIN)/pytest -n auto --reliability-totals=$(FIGURES)/default.json
 	$(FIGURES_TOOL) check $(FIGURES)/default.json
+
+# Pure logic only (sdk, events, core, config): seconds, no moto, no browser.
+unit: $(STAMP)
+	$(BIN)/pytest -n auto tests/unit
+
+# The dev stack over real HTTP, the CLI and the dashboard in headless Chromium.
+e2e: $(STAMP) browser
+	$(BIN)/pytest -n auto tests/e2e
 
 # Headless Chromium for the dashboard tests (tests/e2e/test_dashboard.py): Debian's package,
 # installed when missing (as root, or with password-less sudo). Playwright only drives it:
@@ -43,7 +53,7 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null || \
 	  echo "relayflow: chromium could not be installed (apt-get install -y chromium)"; }
 
-test: lint typecheck unit
+test: lint typecheck suite
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
@@ -67,7 +77,7 @@ synth: $(STAMP)
 	$(CDK_ENV) $(BIN)/python infra/app.py -c stage=$(STAGE)
 	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/Relayflow-$(STAGE).template.json
 
-# The CDK template, cdk-nag and cfn-lint tests (also part of `make unit`).
+# The CDK template, cdk-nag and cfn-lint tests (also part of `make suite`).
 test-infra: $(STAMP)
 	$(BIN)/pytest -q tests/infra
 

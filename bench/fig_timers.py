@@ -79,7 +79,7 @@ def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
     from relayflow.adapters.aws.driver import build_aws_driver
-    from relayflow.api.handler import make_drive_handler
+    from relayflow.drive.handlers import make_drive_handler
     from relayflow.local.queue_poller import LocalQueuePoller
     from relayflow.testing.aws import mock_aws
 

@@ -20,6 +20,7 @@ from constructs import Construct
 from relayflow.cdk import (
     ApiAuthMode,
     CorsSettings,
+    FunctionHandlers,
     InlineStepHost,
     LambdaBundle,
     RelayflowOrchestrator,
@@ -30,6 +31,16 @@ __all__ = ["RelayflowStack", "StageSettings", "stage_settings"]
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root; the sample workflows are its `examples` package."""
+
+FUNCTIONS = ROOT / "functions"
+"""One folder per deployed function, each `handler.py` the entry point of that function."""
+
+HANDLERS = FunctionHandlers(
+    api="functions.api.handler.lambda_handler",
+    drive="functions.drive.handler.lambda_handler",
+    sweeper="functions.sweeper.handler.lambda_handler",
+    worker="functions.worker.handler.lambda_handler",
+)
 
 STAGE_KEY = "stage"
 STAGES_KEY = "relayflow:stages"
@@ -106,7 +117,10 @@ class StageSettings:
             ),
             log_retention=_RETENTION[self.log_retention_days],
             alarm_email=self.alarm_email,
-            bundle=LambdaBundle(workflow_paths=(ROOT / self.workflow_module.partition(".")[0],)),
+            bundle=LambdaBundle(
+                workflow_paths=(ROOT / self.workflow_module.partition(".")[0], FUNCTIONS)
+            ),
+            handlers=HANDLERS,
         )
 
 

@@ -16,9 +16,9 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
-from relayflow.api.drive_events import handle_drive_event
 from relayflow.api.metrics import RecordingMetrics
 from relayflow.config import Settings
+from relayflow.drive.events import handle_drive_event
 from relayflow.schedules.service import attach_schedules
 from relayflow.testing import WorkflowTestEnv
 

@@ -12,7 +12,7 @@ import reliability_tally
 
 def test_the_readme_shows_the_recorded_totals_of_each_sweep() -> None:
     recorded = figures.recorded_totals()
-    assert "default" in recorded, "make unit records tests/reliability/figures/default.json"
+    assert "default" in recorded, "make suite records tests/reliability/figures/default.json"
     readme = figures.README.read_text(encoding="utf-8")
     for sweep, totals in recorded.items():
         assert figures.current_block(readme, sweep) == figures.render(sweep, totals), (

@@ -10,9 +10,13 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
+from infra.stack import HANDLERS
 from relayflow.cdk.functions import FUNCTION_SPECS
 
-_NAME_BY_HANDLER = {spec.handler: spec.name for spec in FUNCTION_SPECS}
+# The construct's default handlers, and the sample app's own `functions/` modules.
+_NAME_BY_HANDLER = {spec.handler: spec.name for spec in FUNCTION_SPECS} | {
+    HANDLERS.handler(spec): spec.name for spec in FUNCTION_SPECS
+}
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root."""

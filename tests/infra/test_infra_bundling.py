@@ -33,8 +33,10 @@ def test_asset_holds_the_package_handlers_and_examples(asset_dir: Path) -> None:
     for path in (
         "relayflow/__init__.py",
         "relayflow/py.typed",
-        "relayflow/api/handler.py",
+        "relayflow/entrypoints/api.py",
         "relayflow/worker/hosts.py",
+        "functions/api/handler.py",
+        "functions/worker/handler.py",
         "relayflow/dashboard/static/index.html",
         "relayflow/dashboard/static/app.js",
         "examples/__init__.py",

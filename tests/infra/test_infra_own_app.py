@@ -111,7 +111,7 @@ def test_an_app_outside_the_checkout_bundles_its_own_workflows(tmp_path: Path) -
         for r in template["Resources"].values()
         if r["Type"] == "AWS::Lambda::Function"
     }
-    worker = functions["relayflow.worker.hosts.lambda_handler"]
+    worker = functions["relayflow.entrypoints.worker.lambda_handler"]
     assert worker["Environment"]["Variables"]["RELAYFLOW_WORKFLOW_MODULES"] == "shop.workflows"
     (key,) = {f["Code"]["S3Key"] for f in functions.values()}
     asset = tmp_path / "cdk.out" / f"asset.{key.removesuffix('.zip')}"
@@ -156,7 +156,9 @@ def test_a_module_a_requirement_provides_is_left_to_pip(tmp_path: Path) -> None:
 
 def test_importing_relayflow_imports_nothing_from_cdk() -> None:
     probe = (
-        "import sys, relayflow, relayflow.cli, relayflow.api.handler, relayflow.worker.hosts\n"
+        "import sys, relayflow, relayflow.cli\n"
+        "import relayflow.entrypoints.api, relayflow.entrypoints.drive\n"
+        "import relayflow.entrypoints.sweeper, relayflow.entrypoints.worker\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'aws_cdk', 'constructs', 'jsii'}))"
     )
     result = subprocess.run(

@@ -163,6 +163,7 @@ def test_public_names_of_the_cdk_package() -> None:
         "ApiAuthMode",
         "BundleError",
         "CorsSettings",
+        "FunctionHandlers",
         "HttpStepHost",
         "InlineStepHost",
         "LambdaBundle",

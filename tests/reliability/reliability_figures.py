@@ -1,6 +1,6 @@
 """The README's reliability figures, written from the totals of the run that produced them.
 
-A session given ``--reliability-totals PATH`` writes its totals there (``make unit`` for the
+A session given ``--reliability-totals PATH`` writes its totals there (``make suite`` for the
 default sweep, ``make test-reliability`` for the full one). This module renders the README's
 "Figures" block from those files and checks or rewrites it:
 

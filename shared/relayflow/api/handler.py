@@ -1,60 +1,31 @@
-"""Lambda entry points: the HTTP API, the drive function (alarms, hand-offs) and the sweeper.
+"""The api function's handler: the HTTP API of a deployment, built on first call from the
+environment (``Settings.from_env`` + ``build_aws_driver``) and kept for the container's life;
+:func:`make_lambda_handler` builds it over an injected factory, for tests and the local stack.
 
-Everything is built on first call from the environment (``Settings.from_env`` +
-``build_aws_driver``) and kept for the container's life; ``make_*`` build the same handlers
-over an injected factory, for tests and the local stack.
+The deployed entry points are in :mod:`relayflow.entrypoints`; ``lambda_handler``,
+``drive_handler`` and ``sweeper_handler`` here are deprecated aliases of them.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-import threading
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
 from relayflow.api.app import RelayflowResolver, create_app
-from relayflow.api.drive_events import handle_drive_event
-from relayflow.api.metrics import EmfMetrics, MetricsSink
+from relayflow.api.metrics import MetricsSink
 from relayflow.api.settings import ApiSettings
-from relayflow.config import Settings, current_settings, import_workflow_modules
+from relayflow.config import Settings
+from relayflow.deployment import Handler, Lazy, build_driver_from_env
 from relayflow.dispatch.capabilities import capability_signer
 from relayflow.drivers import WorkflowDriver
-from relayflow.observability import RunMetrics
-
-T = TypeVar("T")
-Handler = Callable[[Any, Any], Any]
 
 _log = Logger(service="relayflow")
-
-
-class Lazy(Generic[T]):
-    """A value built by ``factory`` on first use (thread-safe); a failed build is retried."""
-
-    def __init__(self, factory: Callable[[], T]) -> None:
-        """Keep ``factory`` for the first :meth:`get`."""
-        self._factory = factory
-        self._value: T | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> T:
-        """The value, built now if needed."""
-        if self._value is None:
-            with self._lock:
-                if self._value is None:
-                    self._value = self._factory()
-        return self._value
-
-
-def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver:
-    """The AWS driver of this deployment, configured from ``env``."""
-    from relayflow.adapters.aws import build_aws_driver
-
-    import_workflow_modules(env)
-    driver: WorkflowDriver = build_aws_driver(Settings.from_env(env))
-    return driver
 
 
 def build_app_from_env(
@@ -102,61 +73,6 @@ def make_lambda_handler(factory: Callable[[], RelayflowResolver]) -> Handler:
     return handler
 
 
-def make_drive_handler(
-    factory: Callable[[], WorkflowDriver],
-    *,
-    metrics: MetricsSink | None = None,
-    settings: Callable[[], Settings] = current_settings,
-) -> Handler:
-    """The drive function: alarms, hand-offs and schedule firings, directly or as SQS
-    batches (see :mod:`relayflow.api.drive_events`), within ``drive_budget_ms`` capped by the
-    function's remaining time less ``lambda_margin_ms``."""
-    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
-    driver = Lazy(lambda: _observed(factory(), sink.get()))
-
-    def handler(event: Any, context: Any) -> dict[str, Any]:
-        engine = driver.get().engine
-        config = settings()
-        try:
-            with engine.budget(config.budget_ms(config.drive_budget_ms, context)):
-                return handle_drive_event(driver.get(), event, context, sink.get())
-        finally:
-            sink.get().flush()
-
-    return handler
-
-
-def make_sweeper_handler(
-    factory: Callable[[], WorkflowDriver],
-    *,
-    metrics: MetricsSink | None = None,
-    settings: Callable[[], Settings] = current_settings,
-) -> Handler:
-    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver),
-    within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
-    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-sweeper"))
-    driver = Lazy(lambda: _observed(factory(), sink.get()))
-
-    def handler(event: Any, context: Any) -> dict[str, Any]:
-        engine = driver.get().engine
-        config = settings()
-        try:
-            with engine.budget(config.budget_ms(config.sweep_budget_ms, context)):
-                swept = engine.sweep()
-        finally:
-            sink.get().flush()
-        _log.info("sweep finished", extra={"runs": len(swept)})
-        return {"swept": swept}
-
-    return handler
-
-
-def _observed(driver: WorkflowDriver, sink: MetricsSink) -> WorkflowDriver:
-    """``driver`` with its engine counting run ends and step retries into ``sink``."""
-    driver.engine.add_observer(RunMetrics(sink))
-    return driver
-
-
 def _internal_error(event: Any, context: Any) -> dict[str, Any]:
     request_id = None
     if isinstance(event, Mapping):
@@ -175,11 +91,23 @@ def _internal_error(event: Any, context: Any) -> dict[str, Any]:
     }
 
 
-_driver = Lazy(build_driver_from_env)
+_MOVED = {
+    "lambda_handler": ("relayflow.entrypoints.api", "lambda_handler"),
+    "drive_handler": ("relayflow.entrypoints.drive", "lambda_handler"),
+    "sweeper_handler": ("relayflow.entrypoints.sweeper", "lambda_handler"),
+    "make_drive_handler": ("relayflow.drive.handlers", "make_drive_handler"),
+    "make_sweeper_handler": ("relayflow.drive.handlers", "make_sweeper_handler"),
+}
 
-#: API Gateway entry point of the ``api`` function.
-lambda_handler = make_lambda_handler(lambda: build_app_from_env(driver=_driver.get))
-#: Entry point of the ``drive`` function (alarms and hand-offs).
-drive_handler = make_drive_handler(_driver.get)
-#: Entry point of the ``sweeper`` function.
-sweeper_handler = make_sweeper_handler(_driver.get)
+
+def __getattr__(name: str) -> Any:
+    """The entry points that moved to :mod:`relayflow.entrypoints`, with a warning."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = _MOVED[name]
+    warnings.warn(
+        f"relayflow.api.handler.{name} moved to {module_name}.{attribute}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module_name), attribute)

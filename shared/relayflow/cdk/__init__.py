@@ -6,6 +6,7 @@ relayflow` never imports this package, so Lambda functions and the CLI do not ne
 
 try:
     from relayflow.cdk.bundling import BundleError, LambdaBundle
+    from relayflow.cdk.functions import FunctionHandlers
     from relayflow.cdk.orchestrator import RelayflowOrchestrator, StepHostError
     from relayflow.cdk.props import (
         ApiAuthMode,
@@ -26,6 +27,7 @@ __all__ = [
     "ApiAuthMode",
     "BundleError",
     "CorsSettings",
+    "FunctionHandlers",
     "HttpStepHost",
     "InlineStepHost",
     "LambdaBundle",

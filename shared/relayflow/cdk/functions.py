@@ -14,6 +14,7 @@ from constructs import Construct
 
 __all__ = [
     "FUNCTION_SPECS",
+    "FunctionHandlers",
     "FunctionSpec",
     "RelayflowFunctions",
     "drive_function_name",
@@ -26,7 +27,12 @@ _MAX_FUNCTION_NAME = 64
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """What distinguishes one relayflow function from another."""
+    """What distinguishes one relayflow function from another.
+
+    Attributes:
+        handler: The package's entry point, the function's handler unless
+            :class:`FunctionHandlers` names another.
+    """
 
     name: str
     handler: str
@@ -38,7 +44,7 @@ class FunctionSpec:
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "api",
-        "relayflow.api.handler.lambda_handler",
+        "relayflow.entrypoints.api.lambda_handler",
         # API Gateway gives up on an integration after 30 s.
         Duration.seconds(29),
         "relayflow HTTP API",
@@ -46,26 +52,52 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         "drive",
-        "relayflow.api.handler.drive_handler",
+        "relayflow.entrypoints.drive.lambda_handler",
         Duration.minutes(15),
         "relayflow drive: advances one run (alarms and hand-offs)",
         asynchronous=True,
     ),
     FunctionSpec(
         "sweeper",
-        "relayflow.api.handler.sweeper_handler",
+        "relayflow.entrypoints.sweeper.lambda_handler",
         Duration.minutes(5),
         "relayflow sweeper: re-drives runs whose alarm was missed",
         asynchronous=True,
     ),
     FunctionSpec(
         "worker",
-        "relayflow.worker.hosts.lambda_handler",
+        "relayflow.entrypoints.worker.lambda_handler",
         Duration.minutes(15),
         "relayflow worker: hosts workflow bodies and answers step requests",
         asynchronous=False,
     ),
 )
+
+
+@dataclass(frozen=True)
+class FunctionHandlers:
+    """The handler of each function (`module.attribute`), when not the package's entry point.
+
+    An app that keeps a thin module per function (for example `functions/api/handler.py`
+    re-exporting `relayflow.entrypoints.api.lambda_handler`) names those modules here and
+    bundles their folder with `LambdaBundle(workflow_paths=...)`. `None` keeps the default,
+    `relayflow.entrypoints.<function>.lambda_handler`.
+    """
+
+    api: str | None = None
+    drive: str | None = None
+    sweeper: str | None = None
+    worker: str | None = None
+
+    def handler(self, spec: FunctionSpec) -> str:
+        """The handler string of the function `spec` describes."""
+        chosen: str | None = getattr(self, spec.name)
+        return chosen or spec.handler
+
+    def custom_modules(self) -> tuple[str, ...]:
+        """The modules named instead of the package's entry points."""
+        chosen = (getattr(self, spec.name) for spec in FUNCTION_SPECS)
+        return tuple(h.rpartition(".")[0] for h in chosen if h)
 
 
 def drive_function_name(scope: Construct) -> str:
@@ -103,10 +135,12 @@ class RelayflowFunctions(Construct):
         removal_policy: RemovalPolicy,
         drive_name: str,
         failure_queue: sqs.IQueue,
+        handlers: FunctionHandlers | None = None,
     ) -> None:
         """Create the functions; async invocations that keep failing go to `failure_queue`."""
         super().__init__(scope, construct_id)
         self.functions: dict[str, lambda_.Function] = {}
+        handlers = handlers or FunctionHandlers()
         for spec in FUNCTION_SPECS:
             log_group = logs.LogGroup(
                 self,
@@ -126,7 +160,7 @@ class RelayflowFunctions(Construct):
                 function_name=drive_name if spec.name == "drive" else None,
                 description=spec.description,
                 code=code,
-                handler=spec.handler,
+                handler=handlers.handler(spec),
                 runtime=RUNTIME,
                 architecture=architecture,
                 memory_size=sweeper_memory_size if spec.name == "sweeper" else memory_size,

@@ -21,7 +21,12 @@ from relayflow.adapters.aws import tables
 from relayflow.api import settings as api_settings
 from relayflow.cdk.api import RelayflowHttpApi
 from relayflow.cdk.bundling import BundleError, LambdaBundle, lambda_code
-from relayflow.cdk.functions import RelayflowFunctions, drive_function_name, function_arn
+from relayflow.cdk.functions import (
+    FunctionHandlers,
+    RelayflowFunctions,
+    drive_function_name,
+    function_arn,
+)
 from relayflow.cdk.monitoring import RelayflowMonitoring
 from relayflow.cdk.props import (
     ApiAuthMode,
@@ -83,7 +88,7 @@ class RelayflowOrchestrator(Construct):
         ):
             raise StepHostError("http_checkpoints needs an HttpStepHost")
         if props.code is None:
-            _check_bundled_modules(props.step_hosts, props.bundle)
+            _check_bundled_modules(props.step_hosts, props.handlers, props.bundle)
         stack = Stack.of(self)
         Tags.of(self).add("relayflow:environment", props.environment_name)
 
@@ -116,6 +121,7 @@ class RelayflowOrchestrator(Construct):
             removal_policy=props.removal_policy,
             drive_name=drive_name,
             failure_queue=self.scheduling.dead_letter_queue,
+            handlers=props.handlers,
         )
         self.scheduling.add_sweeper_schedule(self.functions.sweeper, props.sweeper_interval)
         self.timers = RelayflowTimers(
@@ -472,15 +478,19 @@ def _hosted_modules(hosts: tuple[StepHost, ...]) -> list[str]:
     return [m.strip() for h in inline_or_worker for m in h.module.split(",") if m.strip()]
 
 
-def _check_bundled_modules(hosts: tuple[StepHost, ...], bundle: LambdaBundle) -> None:
+def _check_bundled_modules(
+    hosts: tuple[StepHost, ...], handlers: FunctionHandlers, bundle: LambdaBundle
+) -> None:
     # A module that is not in the bundle would only fail in Lambda, at the first request.
     if bundle.requirements:
         return  # an installed requirement may provide it; pip decides at bundling time
-    bundled = bundle.top_level_names()
-    for module in _hosted_modules(hosts):
+    bundled = bundle.top_level_names() | {"relayflow"}
+    named = [("step host", m) for m in _hosted_modules(hosts)]
+    named += [("handler", m) for m in handlers.custom_modules()]
+    for what, module in named:
         if module.partition(".")[0] not in bundled:
             raise BundleError(
-                f"step host module {module!r} is not in the Lambda bundle: pass its folder as "
+                f"{what} module {module!r} is not in the Lambda bundle: pass its folder as "
                 "LambdaBundle(workflow_paths=(Path('path/to/"
                 f"{module.partition('.')[0]}'),)) or its distribution as "
                 "LambdaBundle(requirements=(...)) in RelayflowOrchestratorProps(bundle=...)"

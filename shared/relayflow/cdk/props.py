@@ -13,6 +13,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 
 from relayflow.cdk.bundling import LambdaBundle
+from relayflow.cdk.functions import FunctionHandlers
 
 __all__ = [
     "ApiAuthMode",
@@ -146,6 +147,8 @@ class RelayflowOrchestratorProps:
         bundle: How Lambda code is bundled (project root, cache folder); the architecture
             is taken from `architecture`.
         code: Ready-made Lambda code to use instead of bundling (for example a prebuilt zip).
+        handlers: Handlers of your own for some functions (thin modules in your bundle);
+            by default each function runs `relayflow.entrypoints.<function>.lambda_handler`.
         http_checkpoints: HTTP step hosts make each step durable through the API's
             checkpoint route (`RELAYFLOW_HTTP_CHECKPOINT_URL` is the API's URL); needs an
             `HttpStepHost`. Off: HTTP hosts are durable per invocation.
@@ -170,4 +173,5 @@ class RelayflowOrchestratorProps:
     inline_drive_budget: Duration = field(default_factory=lambda: Duration.seconds(10))
     bundle: LambdaBundle = field(default_factory=LambdaBundle)
     code: lambda_.Code | None = None
+    handlers: FunctionHandlers = field(default_factory=FunctionHandlers)
     http_checkpoints: bool = False

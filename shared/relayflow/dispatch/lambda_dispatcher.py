@@ -31,7 +31,7 @@ class LambdaDispatcher:
 
     Without a secret the invoke payload is the step request itself. With one, it is a signed
     envelope ``{"headers": {<signature>}, "body": "<request JSON>"}`` that
-    :func:`relayflow.worker.hosts.lambda_handler` verifies before running the request.
+    :func:`relayflow.entrypoints.worker.lambda_handler` verifies before running the request.
 
     Args:
         function_name_or_arn: The step host function (name, ARN, or ``name:alias``).

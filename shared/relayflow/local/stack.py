@@ -305,12 +305,9 @@ class DevStack:
         from relayflow.api.app import create_app
         from relayflow.api.auth import StaticTokenAuth
         from relayflow.api.context import WaitPolicy
-        from relayflow.api.handler import (
-            make_drive_handler,
-            make_lambda_handler,
-            make_sweeper_handler,
-        )
+        from relayflow.api.handler import make_lambda_handler
         from relayflow.dispatch.capabilities import capability_signer
+        from relayflow.drive.handlers import make_drive_handler, make_sweeper_handler
         from relayflow.worker.hosts import make_lambda_handler as make_worker_handler
 
         auth = StaticTokenAuth([self.token])

@@ -1,0 +1,73 @@
+"""The drive and sweeper functions' handlers, built over an injected driver factory (the
+deployment's in Lambda, a local one in the dev stack and tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from relayflow.api.metrics import EmfMetrics, MetricsSink
+from relayflow.config import Settings, current_settings
+from relayflow.deployment import Handler, Lazy
+from relayflow.drive.events import handle_drive_event
+from relayflow.drivers import WorkflowDriver
+from relayflow.observability import RunMetrics
+
+_log = Logger(service="relayflow")
+
+
+def make_drive_handler(
+    factory: Callable[[], WorkflowDriver],
+    *,
+    metrics: MetricsSink | None = None,
+    settings: Callable[[], Settings] = current_settings,
+) -> Handler:
+    """The drive function: alarms, hand-offs and schedule firings, directly or as SQS
+    batches (see :mod:`relayflow.drive.events`), within ``drive_budget_ms`` capped by the
+    function's remaining time less ``lambda_margin_ms``."""
+    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
+    driver = Lazy(lambda: _observed(factory(), sink.get()))
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        engine = driver.get().engine
+        config = settings()
+        try:
+            with engine.budget(config.budget_ms(config.drive_budget_ms, context)):
+                return handle_drive_event(driver.get(), event, context, sink.get())
+        finally:
+            sink.get().flush()
+
+    return handler
+
+
+def make_sweeper_handler(
+    factory: Callable[[], WorkflowDriver],
+    *,
+    metrics: MetricsSink | None = None,
+    settings: Callable[[], Settings] = current_settings,
+) -> Handler:
+    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead driver),
+    within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
+    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-sweeper"))
+    driver = Lazy(lambda: _observed(factory(), sink.get()))
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        engine = driver.get().engine
+        config = settings()
+        try:
+            with engine.budget(config.budget_ms(config.sweep_budget_ms, context)):
+                swept = engine.sweep()
+        finally:
+            sink.get().flush()
+        _log.info("sweep finished", extra={"runs": len(swept)})
+        return {"swept": swept}
+
+    return handler
+
+
+def _observed(driver: WorkflowDriver, sink: MetricsSink) -> WorkflowDriver:
+    """``driver`` with its engine counting run ends and step retries into ``sink``."""
+    driver.engine.add_observer(RunMetrics(sink))
+    return driver

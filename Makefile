@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-SOURCES := shared functions infra tests examples bench
+SOURCES := shared functions infra tests examples bench docs/hooks
 
 .PHONY: dev test lint typecheck suite unit e2e bench clean browser
 
@@ -53,7 +53,17 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null || \
 	  echo "relayflow: chromium could not be installed (apt-get install -y chromium)"; }
 
-test: lint typecheck suite
+test: lint typecheck docs-build suite
+
+# ---- documentation (MkDocs Material; reference pages rendered from the code) ----------------
+.PHONY: docs docs-build
+DOCS_ENV = NO_MKDOCS_2_WARNING=1
+
+docs: $(STAMP)
+	$(DOCS_ENV) $(BIN)/mkdocs serve
+
+docs-build: $(STAMP)
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict --site-dir .site
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

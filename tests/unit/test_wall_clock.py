@@ -1,4 +1,4 @@
-"""The wall clock is read in one place (``relayflow.adapters.memory.clock``).
+"""The wall clock is read in one place (``relayflow.clock``).
 
 ruff's banned-api rule enforces it where TID251 is on; the packages that may import boto3
 (``adapters/aws``, ``local``) switch that rule off for boto3, so this scan covers every file.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "relayflow"
-CLOCK_MODULE = PACKAGE / "adapters" / "memory" / "clock.py"
+CLOCK_MODULE = PACKAGE / "clock.py"
 BANNED = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow")}
 
 

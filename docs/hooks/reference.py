@@ -53,7 +53,7 @@ def openapi_document() -> dict[str, Any]:
 
 def http_api_reference() -> str:
     """The routes, parameters and models of the OpenAPI document, as Markdown."""
-    from openapidocs.mk.v3 import OpenAPIV3DocumentationHandler
+    from openapidocs.mk.v3 import OpenAPIV3DocumentationHandler  # from neoteroi-mkdocs
 
     handler = OpenAPIV3DocumentationHandler(openapi_document(), style="MKDOCS")
     rendered: str = handler.write()

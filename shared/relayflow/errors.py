@@ -266,6 +266,11 @@ class CheckpointFencedSignal(BaseException):
     """
 
 
+class RequestReplayedSignal(CheckpointFencedSignal):
+    """Raised in a step host whose claim on an invocation's first slot found another claim
+    there: the same step request was accepted before (a replay). Nothing of it runs."""
+
+
 class SuspendSignal(BaseException):
     """Raised inside a body to stop the invocation at an unresolved wait."""
 

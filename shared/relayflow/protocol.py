@@ -18,6 +18,10 @@ from pydantic.alias_generators import to_camel
 PROTOCOL_VERSION = 1
 #: The reference's "no deadline" value (JavaScript's Number.MAX_SAFE_INTEGER).
 NO_DEADLINE = 9007199254740991
+#: relayflow's step hosts answer a copy of a signed request they already accepted with 409
+#: and this error code; nothing of the copy ran, so the orchestrator may send the
+#: invocation again.
+REQUEST_REPLAYED = "request_replayed"
 
 Environment = Literal["production", "preview", "development"]
 ENVIRONMENTS: tuple[str, ...] = ("production", "preview", "development")
@@ -233,7 +237,7 @@ class CheckpointChannel(WireModel):
     capability: str | None = None
 
 
-CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel"]
+CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "claim"]
 
 
 class CheckpointEntry(WireModel):
@@ -241,7 +245,8 @@ class CheckpointEntry(WireModel):
 
     ``step`` carries the whole journal entry of ``key`` as it stands after the attempt;
     ``fence`` (written by a new holder of the run) and ``cancel`` only take their slot, so
-    the writer that expected it stops at its next checkpoint.
+    the writer that expected it stops at its next checkpoint; ``claim`` is a remote host's
+    first entry of an invocation, so that a copy of the same request runs nothing.
     """
 
     seq: int

@@ -71,6 +71,30 @@ def test_relayflow_verification_failures_say_why(headers: dict[str, str], messag
     assert caught.value.code == "unauthorized"
 
 
+@pytest.mark.parametrize(
+    "timestamp_fields",
+    [
+        f"t=0{NOW}",  # a leading zero: "t=01700000000" would sign another message than it reads
+        f"t=+{NOW}",
+        f"t={NOW},t={NOW}",  # one timestamp, not a choice of two
+        f"t={NOW},t={NOW + 1}",
+        f"t={NOW}.0",
+        "t=" + "\u0661" * 10,  # digits, but not ASCII ones
+        "t=",
+    ],
+)
+def test_relayflow_timestamp_is_parsed_strictly(timestamp_fields: str) -> None:
+    good = sign_relayflow(BODY, SECRET, timestamp=NOW).split(",")[1]
+    header = {RELAYFLOW_SIGNATURE_HEADER: f"{timestamp_fields},{good}"}
+    with pytest.raises(SignatureError, match="malformed x-relayflow-signature header"):
+        verify_relayflow(header, BODY, SECRET, now=NOW)
+
+
+def test_relayflow_timestamp_zero_is_a_timestamp() -> None:
+    header = {RELAYFLOW_SIGNATURE_HEADER: sign_relayflow(BODY, SECRET, timestamp=0)}
+    verify_relayflow(header, BODY, SECRET, now=0)
+
+
 def test_relayflow_signature_of_another_body_or_secret_is_refused() -> None:
     header = {RELAYFLOW_SIGNATURE_HEADER: sign_relayflow(BODY, SECRET, timestamp=NOW)}
     with pytest.raises(SignatureError, match="does not match"):

@@ -25,6 +25,7 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at, register_waits
 from relayflow.protocol import (
     CAPABILITY_CANCEL,
+    REQUEST_REPLAYED,
     CancelledResponse,
     CompensatedResponse,
     CompensationFailedResponse,
@@ -169,7 +170,8 @@ def apply_response(
             detail += f" {error}"
         if message:
             detail += f": {message}"
-        transient = status_code == 429 or status_code >= 500
+        # A copy of a request the host already ran (a dispatcher's own retry): send anew.
+        transient = status_code == 429 or status_code >= 500 or error == REQUEST_REPLAYED
         return dispatch_failed(
             record, sent, detail, transient=transient, now=now, settings=settings
         )

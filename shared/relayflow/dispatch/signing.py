@@ -5,7 +5,10 @@ accepted within a five-minute window. ``voyant`` mode (reference-compatible):
 ``x-voyant-dispatch-auth: <base64 HMAC of the body>``, no timestamp. Both sign the exact bytes
 sent and compare in constant time. In both modes a step request whose (signed) ``deadline``
 has passed is refused, so a captured request cannot be replayed after its deadline; in
-``relayflow`` mode never more than five minutes after it was signed either.
+``relayflow`` mode never more than five minutes after it was signed either. Within that
+bound a step host refuses a copy of a request it already accepted (see
+:mod:`relayflow.dispatch.replay`): :meth:`RequestSigner.verify` says until when it must
+remember the signature.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +34,8 @@ DEFAULT_TOLERANCE_S = 300
 SigningMode = Literal["relayflow", "voyant"]
 
 _HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+#: Unix seconds as a signer writes them: ASCII digits without a leading zero.
+_TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,17}")
 
 
 class SignatureError(RelayflowError):
@@ -59,8 +65,11 @@ def verify_relayflow(
     *,
     now: int,
     tolerance_s: int = DEFAULT_TOLERANCE_S,
-) -> None:
+) -> Verified:
     """Check ``x-relayflow-signature`` against ``body``; any of ``secrets`` may have signed it.
+
+    Returns:
+        The signature that matched, usable until ``tolerance_s`` after it was signed.
 
     Raises:
         SignatureError: The header is missing, malformed, outside the window around ``now``
@@ -81,7 +90,9 @@ def verify_relayflow(
     for secret in _secret_list(secrets):
         expected = _hex_mac(_secret_bytes(secret), timestamp, data).encode("ascii")
         if any(hmac.compare_digest(expected, candidate) for candidate in candidates):
-            return
+            # Accepted while the whole seconds of age stay within the window.
+            last_ms = (timestamp + tolerance_s + 1) * 1000 - 1
+            return Verified(bytes.fromhex(expected.decode("ascii")), last_ms)
     raise SignatureError(f"{name} signature does not match request body")
 
 
@@ -93,8 +104,11 @@ def sign_voyant(body: bytes | str, secret: str) -> str:
 
 def verify_voyant(
     headers: Mapping[str, str], body: bytes | str, secrets: str | Sequence[str]
-) -> None:
+) -> Verified:
     """Check ``x-voyant-dispatch-auth`` against ``body`` with the reference's messages.
+
+    Returns:
+        The signature that matched; nothing in it expires (only the body's deadline does).
 
     Raises:
         SignatureError: The header is missing, not base64, or matches none of the secrets.
@@ -111,8 +125,21 @@ def verify_voyant(
     for secret in _secret_list(secrets):
         expected = hmac.new(_secret_bytes(secret), data, hashlib.sha256).digest()
         if hmac.compare_digest(expected, given):
-            return
+            return Verified(expected, NO_EXPIRY_MS)
     raise SignatureError(f"{name} signature does not match request body")
+
+
+#: What a signature without a timestamp (``voyant`` mode) lasts by itself.
+NO_EXPIRY_MS = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A signature that verified: its MAC (what tells one signed request from another,
+    whatever the header's spelling) and the last time (epoch ms) it is accepted."""
+
+    mac: bytes
+    valid_until_ms: int
 
 
 @dataclass(frozen=True)
@@ -155,54 +182,76 @@ class RequestSigner:
             )
         }
 
-    def verify(self, headers: Mapping[str, str], body: bytes | str) -> None:
-        """Raise :class:`SignatureError` unless ``headers`` carry a valid signature of ``body``
-        and the step request's ``deadline`` (when the body has one) has not passed."""
+    def verify(self, headers: Mapping[str, str], body: bytes | str) -> Verified:
+        """Check that ``headers`` carry a valid signature of ``body`` and that the step
+        request's ``deadline`` (when the body has one) has not passed.
+
+        Returns:
+            The signature, valid until the earlier of its window's end (``relayflow`` mode)
+            and the request's deadline: a copy of the request is refused after that anyway,
+            so a record of accepted signatures needs to keep it only until then.
+
+        Raises:
+            SignatureError: The signature is missing, malformed, stale or wrong, or the
+                deadline has passed.
+        """
         secrets = (self.secret, *self.previous_secrets)
         now = self.clock()
         if self.mode == "voyant":
-            verify_voyant(headers, body, secrets)
+            verified = verify_voyant(headers, body, secrets)
         else:
-            verify_relayflow(headers, body, secrets, now=int(now), tolerance_s=self.tolerance_s)
-        check_deadline(body, now_ms=int(now * 1000))
+            verified = verify_relayflow(
+                headers, body, secrets, now=int(now), tolerance_s=self.tolerance_s
+            )
+        deadline = check_deadline(body, now_ms=int(now * 1000))
+        if deadline is not None and deadline < verified.valid_until_ms:
+            return Verified(verified.mac, deadline)
+        return verified
 
 
-def check_deadline(body: bytes | str, *, now_ms: int) -> None:
+def check_deadline(body: bytes | str, *, now_ms: int) -> int | None:
     """Refuse a signed step request whose ``deadline`` (epoch ms) is before ``now_ms``.
 
     The deadline is inside the signed body, so it cannot be moved by whoever replays it.
+
+    Returns:
+        The deadline (rounded up to a whole ms), or None when the body has none.
 
     Raises:
         SignatureError: The deadline has passed.
     """
     try:
         parsed = json.loads(_bytes(body))
-    except (ValueError, UnicodeDecodeError):
-        return
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
     deadline = parsed.get("deadline") if isinstance(parsed, dict) else None
     if isinstance(deadline, bool) or not isinstance(deadline, int | float):
-        return
+        return None
     if deadline < now_ms:
         raise SignatureError(
             f"the step request's deadline passed {(now_ms - int(deadline)) // 1000} s ago; "
             "a request is accepted only until its deadline"
         )
+    return min(NO_EXPIRY_MS, math.ceil(deadline))
 
 
 def _parse_relayflow(raw: str) -> tuple[int, list[bytes]]:
-    timestamp: int | None = None
+    """The timestamp and the ``v1`` candidates of a header: exactly one ``t=`` field, written
+    as a signer writes it (no sign, no leading zero), so a header has one reading only."""
+    timestamps: list[str] = []
     candidates: list[bytes] = []
+    well_formed = True
     for part in raw.split(","):
         key, sep, value = part.strip().partition("=")
         if not sep:
-            timestamp = None
-            break
-        if key == "t":
-            timestamp = int(value) if value.isdigit() and value.isascii() else None
-            if timestamp is None:
-                break
+            well_formed = False
+        elif key == "t":
+            timestamps.append(value)
         elif key == "v1" and _HEX_DIGEST.match(value):
             candidates.append(value.encode("ascii"))
+    timestamp: int | None = None
+    if well_formed and len(timestamps) == 1 and _TIMESTAMP.fullmatch(timestamps[0]):
+        timestamp = int(timestamps[0])
     if timestamp is None or not candidates:
         raise SignatureError(
             f"malformed {RELAYFLOW_SIGNATURE_HEADER} header "

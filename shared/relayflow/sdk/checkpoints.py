@@ -9,6 +9,8 @@ driver fenced this host off (it stops and answers nothing more) or the run was c
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import threading
 from typing import Any
 
@@ -17,6 +19,7 @@ from relayflow.errors import (
     CheckpointFencedSignal,
     CheckpointSlotTakenError,
     CheckpointUnavailableError,
+    RequestReplayedSignal,
 )
 from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
@@ -49,6 +52,23 @@ class Checkpointer:
         #: The last slot this invocation found taken (its own entries and any fence).
         self.last_seq: int | None = None
 
+    def claim(self) -> None:
+        """Take the invocation's first slot before the body runs (one write).
+
+        A second copy of the same step request finds the slot claimed and runs nothing,
+        whichever process it reaches. A cancel already in the slot is kept in ``cancel``
+        (the body stops at its first live work); a fence closes the log as for a step.
+
+        Raises:
+            RequestReplayedSignal: Another claim holds the slot.
+            CheckpointFencedSignal: A fence holds it: the run has a new holder.
+            CheckpointUnavailableError: The log could not be written.
+        """
+        # The nonce tells this claim from an identical copy's (the checkpoint route answers
+        # a repeat of the very same entry as stored).
+        with contextlib.suppress(CancelledSignal):
+            self._write("claim", reason=f"step request accepted ({secrets.token_hex(8)})")
+
     def step(self, key: str, entry: StepJournalEntry) -> None:
         """Make the journal entry of ``key`` durable as it stands now."""
         self._write("step", key=key, step=entry)
@@ -76,6 +96,11 @@ class Checkpointer:
                 if isinstance(taken, CheckpointEntry) and taken.kind == "cancel":
                     self.cancel = CancelDirective(reason=taken.reason, compensate=taken.compensate)
                     raise CancelledSignal(taken.reason or "cancelled") from None
+                if isinstance(taken, CheckpointEntry) and taken.kind == "claim":
+                    raise RequestReplayedSignal(
+                        f"checkpoint slot {self._next} of run {self._run_id} is claimed: "
+                        "this step request was already accepted"
+                    ) from None
                 raise CheckpointFencedSignal(
                     f"checkpoint slot {self._next} of run {self._run_id} is taken: "
                     "another driver holds the run"

@@ -50,6 +50,7 @@ def execute(
     services: Mapping[str, object] | None = None,
     options: ExecutorOptions | None = None,
     checkpoints: CheckpointWriter | None = None,
+    claim: bool = False,
 ) -> StepResponse:
     """Replay ``workflow`` once against ``request.journal``.
 
@@ -62,6 +63,8 @@ def execute(
         checkpoints: The run's checkpoint log. When the request offers the channel and the
             workflow checkpoints per step (the default), every step is durable in it before
             the body goes on; otherwise the answer is the only checkpoint (batched).
+        claim: Claim the invocation's first slot before the body runs (a remote host's
+            defence against a replayed request, see :meth:`Checkpointer.claim`).
 
     Returns:
         ``completed``, ``failed``, ``waiting``, ``cancelled``, ``compensated`` or
@@ -72,6 +75,9 @@ def execute(
     channel = request.checkpoint
     if channel is not None and checkpoints is not None and workflow.config.checkpoint == "per_step":
         checkpointer = Checkpointer(checkpoints, request.run_id, channel.seq)
+        if claim:
+            checkpointer.claim()
+            request.cancel = request.cancel or checkpointer.cancel
     inv = Invocation(
         request,
         workflow,

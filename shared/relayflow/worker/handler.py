@@ -16,9 +16,19 @@ import pydantic
 import requests
 
 from relayflow.adapters.memory.clock import wall_ms
-from relayflow.errors import CheckpointFencedSignal
+from relayflow.errors import (
+    CheckpointFencedSignal,
+    CheckpointUnavailableError,
+    RequestReplayedSignal,
+)
 from relayflow.ports import CheckpointWriter
-from relayflow.protocol import ENVIRONMENTS, PROTOCOL_VERSION, StepRequest, StepResponse
+from relayflow.protocol import (
+    ENVIRONMENTS,
+    PROTOCOL_VERSION,
+    REQUEST_REPLAYED,
+    StepRequest,
+    StepResponse,
+)
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import find_workflow
@@ -80,6 +90,7 @@ def handle_step_request(
     options: ExecutorOptions | None = None,
     checkpoints: CheckpointWriter | None = None,
     checkpoint_session: requests.Session | None = None,
+    claim: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """Run one invocation of a workflow body for the orchestrator.
 
@@ -93,11 +104,16 @@ def handle_step_request(
             naming the orchestrator's checkpoint route (an HTTP dispatcher's opt-in) is
             written through that route.
         checkpoint_session: The ``requests.Session`` of those checkpoint calls.
+        claim: Claim the invocation's first slot in ``checkpoints`` before anything runs, so
+            that a copy of the request (a replay) runs nothing (a remote host's own log).
+            Through the orchestrator's route a host always claims.
 
     Returns:
         ``(HTTP status, body)``: 200 with a StepResponse in wire form, otherwise
         ``{"error", "message"}``; 409 ``checkpoint_fenced`` when another driver took the
-        run over during the invocation (nothing more is answered).
+        run over during the invocation (nothing more is answered), 409 ``request_replayed``
+        when the invocation's slot was already claimed, 503 ``checkpoint_unavailable`` when
+        it could not be claimed.
     """
     status, body = answer_step_request(
         raw,
@@ -106,6 +122,7 @@ def handle_step_request(
         options=options,
         checkpoints=checkpoints,
         checkpoint_session=checkpoint_session,
+        claim=claim,
     )
     if isinstance(body, dict):
         return status, body
@@ -124,6 +141,7 @@ def answer_step_request(
     options: ExecutorOptions | None = None,
     checkpoints: CheckpointWriter | None = None,
     checkpoint_session: requests.Session | None = None,
+    claim: bool = False,
 ) -> tuple[int, StepResponse | dict[str, Any]]:
     """:func:`handle_step_request` for a caller in the same process: a 200 carries the
     StepResponse itself, so a long run's journal is not turned into wire form and validated
@@ -157,6 +175,7 @@ def answer_step_request(
     clock = now_ms or _wall_clock_ms
     if checkpoints is None:
         checkpoints = channel_log(request, session=checkpoint_session, now_ms=clock)
+        claim = checkpoints is not None
     try:
         response = execute(
             workflow,
@@ -165,9 +184,16 @@ def answer_step_request(
             now_ms=clock,
             options=options,
             checkpoints=checkpoints,
+            claim=claim,
         )
+    except RequestReplayedSignal as exc:
+        return _refuse(409, REQUEST_REPLAYED, str(exc))
     except CheckpointFencedSignal as exc:
         return _refuse(409, "checkpoint_fenced", str(exc))
+    except CheckpointUnavailableError as exc:
+        # Only the claim, made before anything ran, gets here (later checkpoints end the
+        # invocation with its answer): nothing ran, the orchestrator sends it again.
+        return _refuse(503, exc.code, exc.message)
     except Exception as exc:
         _log.exception("executor error for run %s", request.run_id)
         return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")

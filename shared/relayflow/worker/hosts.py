@@ -4,6 +4,9 @@ Both check, in the reference's order (§2.2): method (405), signature (401), JSO
 hand the request to :func:`relayflow.worker.handle_step_request`. Values over the inline cap
 travel as payload pointers; when a payload store is given, the host resolves them in the
 request and offloads large values of its answer.
+
+A signed host runs a signed request once: a copy of one it accepted is answered 409
+``request_replayed`` (see :mod:`relayflow.dispatch.replay`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from relayflow.dispatch.replay import (
+    AcceptedSignatures,
+    ReplayRecordFullError,
+    RequestReplayedError,
+)
 from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
 from relayflow.payloads import PayloadCodec
 from relayflow.ports import CheckpointWriter, PayloadStore
@@ -35,11 +43,12 @@ def _default_handler(raw: dict[str, Any]) -> Answer:
 
 
 def checkpointing_handler(checkpoints: CheckpointWriter) -> StepHandler:
-    """The default step handler writing per-step checkpoints into ``checkpoints``."""
+    """The default step handler writing per-step checkpoints into ``checkpoints``; each
+    invocation first claims its slot there, so a copy of a request runs nothing."""
     from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
 
     def handler(raw: dict[str, Any]) -> Answer:
-        answer: Answer = handle_step_request(raw, checkpoints=checkpoints)
+        answer: Answer = handle_step_request(raw, checkpoints=checkpoints, claim=True)
         return answer
 
     return handler
@@ -57,6 +66,8 @@ class StepHost:
         signer: Verifies signatures; None accepts unsigned requests.
         payload_store: Resolves payload pointers in requests and stores large answer values.
         payload_cap: Answer values whose JSON is larger than this many bytes are offloaded.
+        accepted: The signatures this process accepted (a new record by default): a copy of
+            a signed request is refused until its signature expires.
     """
 
     def __init__(
@@ -66,11 +77,13 @@ class StepHost:
         signer: RequestSigner | None = None,
         payload_store: PayloadStore | None = None,
         payload_cap: int | None = None,
+        accepted: AcceptedSignatures | None = None,
     ) -> None:
         self._handler = handler or _default_handler
         self.signer = signer
         self._payload_store = payload_store
         self._payload_cap = payload_cap
+        self.accepted = accepted if accepted is not None else AcceptedSignatures()
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Answer:
         """Answer one HTTP-shaped request: (status, JSON body)."""
@@ -78,9 +91,17 @@ class StepHost:
             return _error(405, "method_not_allowed", f"method {method.upper()} is not allowed")
         if self.signer is not None:
             try:
-                self.signer.verify(headers, body)
+                verified = self.signer.verify(headers, body)
+                now_ms = int(self.signer.clock() * 1000)
+                self.accepted.accept(
+                    verified.mac, valid_until_ms=verified.valid_until_ms, now_ms=now_ms
+                )
             except SignatureError as exc:
                 return _error(401, "unauthorized", exc.message)
+            except RequestReplayedError as exc:
+                return _error(409, exc.code, exc.message)
+            except ReplayRecordFullError as exc:
+                return _error(503, exc.code, exc.message)
         try:
             raw = strict_json_loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -247,10 +268,12 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    409: "Conflict",
     411: "Length Required",
     413: "Payload Too Large",
     426: "Upgrade Required",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 

@@ -160,6 +160,19 @@ def test_transient_failures_fail_the_run_after_the_last_attempt() -> None:
     assert "after 3 attempts" in run.error.message
 
 
+def test_a_host_refusing_a_copy_of_a_request_it_ran_is_retried_not_failed() -> None:
+    """A dispatcher's own retry of a request the host already accepted is answered 409
+    request_replayed: nothing of the copy ran, so the invocation is sent anew later."""
+    start, sent = begin_invocation(fresh_run(), T0, CoreSettings())
+    assert sent is not None
+    answer = {"error": "request_replayed", "message": "already accepted"}
+    run = apply_response(start.record, 409, answer, sent, T0, CoreSettings()).record
+    assert (run.status, run.dispatch_retry.failures) == ("running", 1)
+    other = {"error": "conflict", "message": "something else"}
+    failed = apply_response(start.record, 409, other, sent, T0, CoreSettings()).record
+    assert failed.status == "failed"
+
+
 def test_a_stale_answer_changes_nothing() -> None:
     start, sent = begin_invocation(fresh_run(), T0, CoreSettings())
     assert sent is not None

@@ -31,10 +31,12 @@ def test_a_crash_inside_step_26_reruns_only_step_26_over_http() -> None:
     assert steps.calls[26] == 2
     assert all(steps.calls[n] == 1 for n in range(27, 31))
     # Two step requests (the dispatcher did not resend the one the host died in), one
-    # checkpoint call per completed step, and the fence the second holder wrote.
+    # checkpoint call per completed step and one claim per invocation, and the fence the
+    # second holder wrote.
     assert len(hosted.host_adapter.requests) == 2
-    assert hosted.api_adapter.stored == 30
-    assert [e.kind for e in hosted.env.checkpoints.read(run.id, 25)][:1] == ["fence"]
+    assert hosted.api_adapter.stored == 32
+    kinds = [e.kind for e in hosted.env.checkpoints.read(run.id, 0)]
+    assert kinds == ["claim"] + ["step"] * 25 + ["fence", "claim"] + ["step"] * 5
 
 
 def test_each_step_is_durable_while_the_invocation_goes_on() -> None:
@@ -43,7 +45,8 @@ def test_each_step_is_durable_while_the_invocation_goes_on() -> None:
     run = hosted.env.trigger("dur.thirty")
     record = hosted.env.runs.get(run.id)
     assert record is not None
-    assert (record.status, record.invocation_count, record.checkpoint_seq) == ("completed", 1, 30)
+    # The invocation's claim, then one entry per step.
+    assert (record.status, record.invocation_count, record.checkpoint_seq) == ("completed", 1, 31)
     [request] = hosted.host_adapter.requests
     channel = request["checkpoint"]
     assert channel["seq"] == 1
@@ -76,8 +79,9 @@ def test_an_unreachable_route_ends_the_invocation_and_loses_no_step() -> None:
     down = {"left": 9}
 
     def fault(request: requests.PreparedRequest) -> BaseException | None:
-        # Slot 10 cannot be written for three attempts: the host gives up on it.
-        if b'"seq":10,' in (request.body or b"") and down["left"] > 6:  # type: ignore[operator]
+        # Slot 11 (step 10, after the claim) cannot be written for three attempts: the host
+        # gives up on it.
+        if b'"seq":11,' in (request.body or b"") and down["left"] > 6:  # type: ignore[operator]
             down["left"] -= 1
             return requests.ConnectionError("connection refused")
         return None
@@ -90,9 +94,9 @@ def test_an_unreachable_route_ends_the_invocation_and_loses_no_step() -> None:
     assert record.status == "completed"
     assert all(steps.calls[n] == 1 for n in range(1, 31))
     # The first invocation answered after step 10 with it in its journal; the second went
-    # on from slot 11 (slot 10 stays free: the first answer claimed it).
+    # on from slot 12 (slot 11 stays free: the first answer claimed it).
     assert record.invocation_count == 2
-    assert hosted.host_adapter.requests[1]["checkpoint"]["seq"] == 11
+    assert hosted.host_adapter.requests[1]["checkpoint"]["seq"] == 12
     assert "s10" in hosted.host_adapter.requests[1]["journal"]["stepResults"]
 
 

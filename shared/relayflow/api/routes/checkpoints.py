@@ -28,7 +28,7 @@ from relayflow.protocol import CheckpointEntry
 
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
 #: What a host writes; fences and cancels are the orchestrator's own entries.
-HOST_KINDS = ("step", "metadata", "chunk")
+HOST_KINDS = ("claim", "step", "metadata", "chunk")
 #: Validated after the capability, so a caller without one learns nothing from a 400.
 EntryBody = Annotated[Any, WithJsonSchema(documented_body(CheckpointEntry))]
 

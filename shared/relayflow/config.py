@@ -60,6 +60,7 @@ ENV_DISPATCH_BACKOFF = "RELAYFLOW_DISPATCH_BACKOFF"
 ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
 ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
 ENV_HTTP_CHECKPOINT_URL = "RELAYFLOW_HTTP_CHECKPOINT_URL"
+ENV_REQUIRE_PER_STEP_DURABILITY = "RELAYFLOW_REQUIRE_PER_STEP_DURABILITY"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -106,6 +107,7 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_DISPATCH_BACKOFF_MAX,
     ENV_CHECKPOINT_TABLE,
     ENV_HTTP_CHECKPOINT_URL,
+    ENV_REQUIRE_PER_STEP_DURABILITY,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]
@@ -234,6 +236,10 @@ class Settings:
             (``RELAYFLOW_HTTP_CHECKPOINT_URL``): set, HTTP dispatchers offer their hosts
             per-step checkpoints through ``POST <url>/api/runs/{runId}/checkpoints``
             (needs the signing secret); unset, HTTP hosts are durable per invocation.
+        require_per_step_durability: Refuse per-invocation durability
+            (``RELAYFLOW_REQUIRE_PER_STEP_DURABILITY``): a run whose step host cannot
+            checkpoint each step fails with ``durability_unavailable`` instead of running
+            durable per invocation.
     """
 
     table_name: str | None = None
@@ -274,6 +280,7 @@ class Settings:
     dispatch_backoff_max_ms: int = DEFAULT_DISPATCH_BACKOFF_MAX_MS
     checkpoint_table: str | None = None
     http_checkpoint_url: str | None = None
+    require_per_step_durability: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -364,6 +371,7 @@ class Settings:
             ),
             checkpoint_table=text(ENV_CHECKPOINT_TABLE),
             http_checkpoint_url=text(ENV_HTTP_CHECKPOINT_URL),
+            require_per_step_durability=_flag(env, ENV_REQUIRE_PER_STEP_DURABILITY),
         )
 
     def core_settings(self) -> CoreSettings:
@@ -386,6 +394,7 @@ class Settings:
             lease_grace_ms=self.lease_grace_ms,
             drive_budget_ms=self.drive_budget_ms,
             child_reconcile_ms=self.child_recheck_ms,
+            require_per_step=self.require_per_step_durability,
         )
 
     def budget_ms(self, configured_ms: int, lambda_context: Any = None) -> int:
@@ -447,6 +456,19 @@ def current_settings() -> Settings:
 def _raw(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     return value or None
+
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = _raw(env, name)
+    if raw is None or raw.lower() in _FALSE:
+        return False
+    if raw.lower() in _TRUE:
+        return True
+    raise ValidationError(f"{name} must be true or false, got {raw!r}")
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:

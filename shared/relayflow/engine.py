@@ -66,6 +66,7 @@ from relayflow.ports import (
     PendingDeliveries,
     RunObserver,
     RunStore,
+    offering_checkpoints,
 )
 from relayflow.protocol import SerializedError
 
@@ -159,6 +160,8 @@ class Engine:
         self.runs = runs
         self.pending = pending
         self.checkpoints = checkpoints
+        if checkpoints is None and settings is not None and settings.require_per_step:
+            raise ValidationError("per-step durability is required but no checkpoint log is given")
         self.alarms = alarms
         self.dispatchers = dispatchers
         self.clock = clock
@@ -178,6 +181,7 @@ class Engine:
 
     def _observe(self, before: RunRecord | None, after: RunRecord) -> None:
         self._note_saved(after)
+        _log_durability(before, after)
         for observer in self._observers:
             try:
                 observer.on_saved(before, after)
@@ -962,10 +966,11 @@ class Engine:
         failure: DispatchError | None = None
         with self._leases.hold(saved, limits.hold_until, self.settings.lease_ms) as held:
             try:
-                if isinstance(dispatcher, InProcessDispatcher):
-                    answer = dispatcher.dispatch_in_process(request)
-                else:
-                    answer = dispatcher.dispatch(request)
+                with offering_checkpoints(self.checkpoints):
+                    if isinstance(dispatcher, InProcessDispatcher):
+                        answer = dispatcher.dispatch_in_process(request)
+                    else:
+                        answer = dispatcher.dispatch(request)
             except DispatchError as exc:
                 failure = exc
             except Exception as exc:
@@ -1059,6 +1064,20 @@ class Engine:
 
     def _holds(self, record: RunRecord, owner: str) -> bool:
         return record.lease is not None and record.lease.owner == owner
+
+
+def _log_durability(before: RunRecord | None, after: RunRecord) -> None:
+    if after.durability == "per_invocation" and (
+        before is None or before.durability != "per_invocation"
+    ):
+        _log.info(
+            "run %s (%s) is durable per invocation: its step host answered without "
+            "checkpointing each step, so a crash re-runs the steps of the invocation it "
+            "interrupts",
+            after.id,
+            after.workflow_id,
+            extra={"runId": after.id, "durability": after.durability},
+        )
 
 
 def _is_fenced(answer: tuple[int, Any]) -> bool:

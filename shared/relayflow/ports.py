@@ -5,7 +5,9 @@ Adapters (in memory, AWS) implement these; the engine depends on nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -180,6 +182,28 @@ class InProcessDispatcher(Dispatcher, Protocol):
     def dispatch_in_process(self, request: dict[str, Any]) -> tuple[int, Any]:
         """Like ``dispatch``, with a 200's body the StepResponse model itself."""
         ...
+
+
+_ENGINE_CHECKPOINTS: ContextVar[CheckpointWriter | None] = ContextVar(
+    "relayflow_engine_checkpoints", default=None
+)
+
+
+@contextmanager
+def offering_checkpoints(log: CheckpointWriter | None) -> Iterator[None]:
+    """While the block dispatches, a step host running in this thread writes its per-step
+    checkpoints into ``log`` (the driving engine's), however its dispatcher was built or
+    wrapped: durability never depends on a dispatcher's construction."""
+    token = _ENGINE_CHECKPOINTS.set(log)
+    try:
+        yield
+    finally:
+        _ENGINE_CHECKPOINTS.reset(token)
+
+
+def offered_checkpoints() -> CheckpointWriter | None:
+    """The checkpoint log of the engine dispatching in this thread, if any."""
+    return _ENGINE_CHECKPOINTS.get()
 
 
 class DriveAbandoned(BaseException):

@@ -22,6 +22,8 @@ NO_DEADLINE = 9007199254740991
 #: and this error code; nothing of the copy ran, so the orchestrator may send the
 #: invocation again.
 REQUEST_REPLAYED = "request_replayed"
+#: The code a run fails with when it must be durable per step and its host cannot be.
+DURABILITY_UNAVAILABLE = "durability_unavailable"
 
 Environment = Literal["production", "preview", "development"]
 ENVIRONMENTS: tuple[str, ...] = ("production", "preview", "development")
@@ -220,6 +222,12 @@ class CancelDirective(WireModel):
     compensate: bool = False
 
 
+#: How an invocation's steps were made durable: ``per_step``, each in the run's checkpoint log
+#: before the body went on, or ``per_invocation``, together with the host's answer (a crash
+#: re-runs every step of the invocation it interrupts).
+Durability = Literal["per_step", "per_invocation"]
+
+
 class CheckpointChannel(WireModel):
     """relayflow's extension of a step request: the host may make each step durable itself.
 
@@ -235,6 +243,9 @@ class CheckpointChannel(WireModel):
     seq: int = Field(ge=1)
     url: str | None = None
     capability: str | None = None
+    #: Set when the orchestrator refuses per-invocation durability: a relayflow host that
+    #: cannot checkpoint each step answers ``failed`` (``durability_unavailable``) at once.
+    required: bool | None = None
 
 
 CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "claim"]
@@ -347,6 +358,9 @@ class _ResponseBase(WireModel):
     #: relayflow extension: the last slot of the run's checkpoint log this invocation found
     #: taken (by its own entries or by a fence); absent when it wrote no checkpoint.
     checkpoint_seq: int | None = None
+    #: relayflow extension: how this invocation's steps were made durable. Reference hosts
+    #: send none: they are durable per invocation.
+    durability: Durability | None = None
 
 
 class CompletedResponse(_ResponseBase):

@@ -55,6 +55,7 @@ def test_trigger_sleep_alarm_event_completion(stack: Stack) -> None:
     run_id = created.body["id"]
     assert (created.status, created.body["status"]) == (201, "waiting")
     assert created.body["pendingWaitpoints"][0]["kind"] == "DATETIME"
+    assert stack.call("GET", f"/api/runs/{run_id}").body["durability"] == "per_step"
 
     early = stack.drive({"runId": run_id, "wakeAt": 0}, stack.context)
     assert early == {"driven": [{"runId": run_id, "status": "waiting"}]}

@@ -65,6 +65,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_DISPATCH_BACKOFF_MAX: "1m",
         config.ENV_CHECKPOINT_TABLE: "runs",
         config.ENV_HTTP_CHECKPOINT_URL: "https://api.example",
+        config.ENV_REQUIRE_PER_STEP_DURABILITY: "true",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -94,6 +95,7 @@ def test_every_variable_is_read() -> None:
     assert settings.alarm_queue_url == env[config.ENV_ALARM_QUEUE_URL]
     assert settings.checkpoint_table == "runs"
     assert settings.http_checkpoint_url == "https://api.example"
+    assert settings.require_per_step_durability is True
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,
@@ -107,6 +109,7 @@ def test_every_variable_is_read() -> None:
         lease_grace_ms=10_000,
         drive_budget_ms=300_000,
         child_reconcile_ms=3_600_000,
+        require_per_step=True,
     )
     assert (settings.sweep_budget_ms, settings.lambda_margin_ms) == (60_000, 4_000)
     assert settings.delivery_id_memory_ms == 30 * 86_400_000
@@ -163,6 +166,10 @@ def test_inline_drive_budget_accepts_milliseconds_and_durations(raw: str, ms: in
         ({config.ENV_DISPATCH_MAP: '{"w": "ftp:x"}'}, config.ENV_DISPATCH_MAP),
         ({config.ENV_DISPATCH_MAP: '{"w": "http:"}'}, config.ENV_DISPATCH_MAP),
         ({config.ENV_DISPATCH_MAP: '{"w": 3}'}, config.ENV_DISPATCH_MAP),
+        (
+            {config.ENV_REQUIRE_PER_STEP_DURABILITY: "sometimes"},
+            config.ENV_REQUIRE_PER_STEP_DURABILITY,
+        ),
     ],
 )
 def test_unusable_values_are_refused_naming_the_variable(env: dict[str, str], names: str) -> None:

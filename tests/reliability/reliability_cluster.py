@@ -88,8 +88,12 @@ class Cluster:
         *,
         core_settings: CoreSettings | None = None,
         services: Mapping[str, object] | None = None,
+        host_log: bool = True,
     ) -> None:
         self.clock = VirtualClock(START_MS)
+        # False builds the inline step host without a checkpoint log of its own: the engine
+        # must hand it its log.
+        self.host_log = host_log
         self.tap = ClientTap()
         self.injector = ErrorInjector()
         self.clients = AwsClients(region=SETTINGS.region)
@@ -124,10 +128,11 @@ class Cluster:
         checkpoints = DynamoDBCheckpointLog(
             SETTINGS.require("table_name"), client_factory=self.clients.dynamodb, clock=self.clock
         )
+        host_options: dict[str, Any] = {"options": options}
+        if self.host_log:
+            host_options["checkpoints"] = checkpoints
         inline = InlineDispatcher(
-            services=self.services,
-            clock=self.clock,
-            handler_options={"options": options, "checkpoints": checkpoints},
+            services=self.services, clock=self.clock, handler_options=host_options
         )
         driver: WorkflowDriver = build_aws_driver(
             SETTINGS,

@@ -213,6 +213,14 @@ class RunView(ResponseModel):
     started_at: int = Field(description="epoch milliseconds")
     completed_at: int | None = Field(default=None, description="epoch milliseconds")
     duration_ms: int | None = None
+    durability: Literal["per_step", "per_invocation"] | None = Field(
+        default=None,
+        description=(
+            "per_step: every step was checkpointed before the body went on; per_invocation: "
+            "some invocation's steps became durable only with its answer (a crash re-runs "
+            "them); absent before the first answer"
+        ),
+    )
 
 
 class DeliveryView(ResponseModel):

@@ -98,6 +98,7 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "started_at": detail.started_at,
         "completed_at": detail.completed_at,
         "duration_ms": detail.duration_ms,
+        "durability": detail.durability,
     }
 
 

@@ -228,6 +228,9 @@ def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) ->
     if pick(run, "completedAt") is not None:
         lines.append(f"ended     {format_time(pick(run, 'completedAt'))}")
     lines.append(f"duration  {format_duration(run_duration_ms(run))}")
+    durability = pick(run, "durability")
+    if durability is not None:
+        lines.append(f"durable   {str(durability).replace('_', ' ')}")
     tags = pick(run, "tags", default=[])
     if tags:
         lines.append(f"tags      {', '.join(str(t) for t in tags)}")

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 from relayflow.protocol import (
     CancelDirective,
     CompensationReport,
+    Durability,
     Journal,
     RunTrigger,
     SerializedError,
@@ -162,6 +163,9 @@ class RunRecord(RecordModel):
     #: An invocation was sent with the checkpoint channel and its answer is not applied yet:
     #: its host may still be writing, so the next invocation is fenced first.
     checkpoint_open: bool = False
+    #: The durability the run had: ``per_step`` while every answer said so,
+    #: ``per_invocation`` from the first answer that did not (None before any answer).
+    durability: Durability | None = None
 
     @property
     def is_terminal(self) -> bool:

@@ -38,6 +38,10 @@ class CoreSettings:
             missing child is started and each ended one resumes the run. This recovers a
             child start or a parent resumption lost when a process died between two writes;
             a parent whose children are alive costs one check per period.
+        require_per_step: Refuse per-invocation durability: step requests ask the host to
+            checkpoint each step (a relayflow host that cannot answers ``failed`` at once),
+            and a run whose host answers without per-step checkpoints fails with
+            ``durability_unavailable``.
     """
 
     operations_limit: int = 100_000
@@ -53,6 +57,7 @@ class CoreSettings:
     min_invocation_ms: int = 1_000
     inline_invocations: int = 1_000
     child_reconcile_ms: int = 900_000
+    require_per_step: bool = False
 
     def __post_init__(self) -> None:
         for name in ("lease_ms", "invocation_timeout_ms", "drive_budget_ms"):

@@ -25,6 +25,7 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at, register_waits
 from relayflow.protocol import (
     CAPABILITY_CANCEL,
+    DURABILITY_UNAVAILABLE,
     REQUEST_REPLAYED,
     CancelledResponse,
     CompensatedResponse,
@@ -64,7 +65,11 @@ def build_request(
     ``checkpoints`` the request offers the host the run's checkpoint log from the slot after
     ``record.checkpoint_seq`` on.
     """
-    channel = {"seq": record.checkpoint_seq + 1} if checkpoints else None
+    channel: dict[str, Any] | None = None
+    if checkpoints:
+        channel = {"seq": record.checkpoint_seq + 1}
+        if settings.require_per_step:
+            channel["required"] = True
     return StepRequest.model_validate(
         {
             "runId": record.id,
@@ -209,6 +214,16 @@ def _apply_parsed(
     if response.checkpoint_seq is not None:
         rec.checkpoint_seq = max(rec.checkpoint_seq, response.checkpoint_seq)
     rec.checkpoint_open = False
+    durability = response.durability or "per_invocation"
+    if rec.durability != "per_invocation":
+        rec.durability = durability
+    if settings.require_per_step and durability != "per_step" and not _refused_by_host(response):
+        error = runtime_error(
+            DURABILITY_UNAVAILABLE,
+            "the run requires per-step durability and its step host answered without "
+            "checkpointing each step (a host without a checkpoint log, or a reference host)",
+        )
+        return Transition(rec, tuple(finish(rec, "failed", now, error=error)))
     reports = getattr(response, "compensations", None)
     if reports:
         rec.compensations.extend(reports)
@@ -238,6 +253,11 @@ def _apply_parsed(
     else:
         effects = _apply_waiting(rec, response, now, settings)
     return Transition(rec, tuple(effects))
+
+
+def _refused_by_host(response: StepResponse) -> bool:
+    """The host itself refused to run without per-step durability (its message says why)."""
+    return isinstance(response, FailedResponse) and response.error.code == DURABILITY_UNAVAILABLE
 
 
 def compensation_skipped(response: StepResponse) -> CompensationSkipped | None:

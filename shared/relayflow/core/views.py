@@ -16,6 +16,7 @@ from relayflow.errors import ValidationError
 from relayflow.protocol import (
     AbandonedOutcome,
     CompensationReport,
+    Durability,
     Journal,
     RunTrigger,
     SerializedError,
@@ -120,6 +121,9 @@ class RunDetail(RunSummary):
     compensation_skipped: CompensationSkipped | None = None
     invocation_count: int = 0
     operations_count: int = 0
+    #: ``per_step``, ``per_invocation`` (some answer was durable only as a whole), or None
+    #: before the first answer.
+    durability: Durability | None = None
     idempotency_key: str | None = None
     triggered_by: RunTrigger = Field(default_factory=RunTrigger)
     streams: dict[str, list[StreamChunk]] = Field(default_factory=dict)
@@ -408,6 +412,7 @@ def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> Run
         compensation_skipped=record.compensation_skipped,
         invocation_count=record.invocation_count,
         operations_count=record.operations_count,
+        durability=record.durability,
         idempotency_key=record.idempotency_key,
         triggered_by=record.triggered_by,
         streams=dict(record.streams),

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from relayflow.errors import HostCrashSignal
-from relayflow.ports import Clock, DriveAbandoned
+from relayflow.ports import Clock, DriveAbandoned, offered_checkpoints
 
 
 class StepHandler(Protocol):
@@ -33,10 +33,15 @@ class InlineDispatcher:
     A ``HostCrashSignal`` raised by the host (``relayflow.testing.crash()``) is a process
     death: it becomes :class:`~relayflow.ports.DriveAbandoned` and nothing is saved.
 
+    The step host writes its per-step checkpoints into the log of the engine that dispatches
+    (:func:`~relayflow.ports.offering_checkpoints`), whatever ``handler_options`` say: an
+    in-process host is never durable per invocation only because of how it was built.
+
     Args:
         services: What ``ctx.services`` resolves in workflow bodies.
         clock: The host's clock (the virtual clock in tests).
-        handler: The step host entry point (``relayflow.worker.handle_step_request``).
+        handler: The step host entry point (``relayflow.worker.handle_step_request``); a
+            custom one is called with ``handler_options`` only.
         handler_options: Extra keyword arguments passed to the handler on every call.
     """
 
@@ -79,7 +84,11 @@ class InlineDispatcher:
 
     def _call(self, handler: StepHandler, request: dict[str, Any]) -> tuple[int, Any]:
         now_ms = self.clock.now_ms if self.clock is not None else None
+        options = self._options
+        engine_log = offered_checkpoints()
+        if self._handler is None and engine_log is not None:
+            options = {**options, "checkpoints": engine_log}
         try:
-            return handler(request, services=self.services, now_ms=now_ms, **self._options)
+            return handler(request, services=self.services, now_ms=now_ms, **options)
         except HostCrashSignal as exc:
             raise DriveAbandoned("the step host died during the invocation") from exc

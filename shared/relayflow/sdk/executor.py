@@ -10,12 +10,14 @@ from typing import Any, Literal
 from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
 from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
+    DURABILITY_UNAVAILABLE,
     HOST_CAPABILITIES,
     CancelledResponse,
     CompensatedResponse,
     CompensationFailedResponse,
     CompletedResponse,
     FailedResponse,
+    SerializedError,
     StepRequest,
     StepResponse,
     WaitingResponse,
@@ -78,6 +80,8 @@ def execute(
         if claim:
             checkpointer.claim()
             request.cancel = request.cancel or checkpointer.cancel
+    elif channel is not None and channel.required:
+        return _durability_refused(workflow, request, has_log=checkpoints is not None)
     inv = Invocation(
         request,
         workflow,
@@ -90,6 +94,29 @@ def execute(
     if workflow.is_async:
         return run_coroutine_sync(_execute_async(inv, root))
     return _execute_sync(inv, root)
+
+
+def _durability_refused(
+    workflow: Workflow[Any], request: StepRequest, *, has_log: bool
+) -> StepResponse:
+    """The answer to a request that requires per-step durability this host cannot give:
+    nothing of the body runs."""
+    why = (
+        f"workflow {workflow.id!r} is declared checkpoint='batched'"
+        if has_log
+        else "this step host has no checkpoint log (no checkpoint table or route)"
+    )
+    error = SerializedError(
+        category="RUNTIME_ERROR",
+        code=DURABILITY_UNAVAILABLE,
+        message=f"the run requires per-step durability and {why}; nothing ran",
+    )
+    return FailedResponse(
+        error=error,
+        journal=request.journal,
+        capabilities=list(HOST_CAPABILITIES),
+        durability="per_invocation",
+    )
 
 
 def _execute_sync(inv: Invocation, root: ContextCore) -> StepResponse:
@@ -137,6 +164,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         "stream_chunks": inv.stream_chunks,
         "capabilities": list(HOST_CAPABILITIES),
         "checkpoint_seq": inv.checkpointer.last_seq if inv.checkpointer is not None else None,
+        "durability": "per_step" if inv.checkpointer is not None else "per_invocation",
     }
     cancel = inv.request.cancel
     if cancel is not None:

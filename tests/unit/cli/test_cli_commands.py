@@ -277,6 +277,20 @@ def test_runs_get_shows_status_output_and_timeline(fake_api: FakeApi) -> None:
     assert rows[2].split()[-1] == "waiting"
 
 
+@pytest.mark.parametrize(
+    ("durability", "line"),
+    [("per_invocation", "durable   per invocation"), ("per_step", "durable   per step")],
+)
+def test_runs_get_says_how_the_run_was_durable(
+    fake_api: FakeApi, durability: str, line: str
+) -> None:
+    fake_api.on("GET", "/api/runs/run_1", (200, {**RUN_DONE, "durability": durability}))
+    fake_api.on("GET", "/api/runs/run_1/timeline", (200, TIMELINE))
+    code, out, _ = cli(fake_api, "runs", "get", "run_1")
+    assert code == 0
+    assert line in out.splitlines()
+
+
 def test_runs_get_shows_when_the_code_of_a_timed_out_attempt_really_ended(
     fake_api: FakeApi,
 ) -> None:

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import requests
 
+from relayflow.core.settings import CoreSettings
+from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.ports import DispatcherResolver
 from relayflow.sdk.registry import workflow
 from relayflow.testing import WorkflowTestEnv
 from tests.unit.durability.http_host_support import API_URL, HttpHostedEnv
 from tests.unit.durability.test_durability_crash import Steps, batched, per_step
 
 
-def _hosted(steps: Steps, *, checkpoints: bool, **options: Any) -> HttpHostedEnv:
-    env = WorkflowTestEnv(workflows=[per_step, batched], services={"steps": steps})
+def _hosted(
+    steps: Steps, *, checkpoints: bool, settings: CoreSettings | None = None, **options: Any
+) -> HttpHostedEnv:
+    env = WorkflowTestEnv(
+        workflows=[per_step, batched], services={"steps": steps}, settings=settings
+    )
     return HttpHostedEnv(env, checkpoints=checkpoints, services={"steps": steps}, **options)
 
 
@@ -64,6 +72,60 @@ def test_without_the_opt_in_an_http_host_is_durable_per_invocation() -> None:
     assert all(steps.calls[n] == 2 for n in range(1, 27))
     assert hosted.api_adapter.calls == 0
     assert all(set(r["checkpoint"]) == {"seq"} for r in hosted.host_adapter.requests)
+
+
+def test_the_run_records_and_logs_the_durability_its_host_gave(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    by_route = _hosted(Steps(crash_at=None), checkpoints=True)
+    durable = by_route.env.get_run(by_route.env.trigger("dur.thirty").id)
+    assert (durable.status, durable.durability) == ("completed", "per_step")
+    caplog.set_level("INFO", logger="relayflow.engine")
+    plain = _hosted(Steps(crash_at=None), checkpoints=False)
+    run = plain.env.trigger("dur.thirty")
+    assert plain.env.get_run(run.id).durability == "per_invocation"
+    [line] = [r.getMessage() for r in caplog.records if "durable per invocation" in r.getMessage()]
+    assert run.id in line and "a crash re-runs the steps" in line
+
+
+def test_requiring_per_step_durability_refuses_a_host_without_the_route_before_it_runs() -> None:
+    steps = Steps(crash_at=None)
+    hosted = _hosted(steps, checkpoints=False, settings=CoreSettings(require_per_step=True))
+    run = hosted.env.get_run(hosted.env.trigger("dur.thirty").id)
+    assert run.status == "failed"
+    assert run.error is not None and run.error.code == "durability_unavailable"
+    assert "no checkpoint log" in run.error.message
+    assert sum(steps.calls.values()) == 0
+    assert hosted.host_adapter.requests[0]["checkpoint"] == {"seq": 1, "required": True}
+
+
+def test_requiring_per_step_durability_lets_a_host_with_the_route_run() -> None:
+    steps = Steps(crash_at=None)
+    hosted = _hosted(steps, checkpoints=True, settings=CoreSettings(require_per_step=True))
+    run = hosted.env.get_run(hosted.env.trigger("dur.thirty").id)
+    assert (run.status, run.durability) == ("completed", "per_step")
+
+
+def test_requiring_per_step_durability_fails_a_run_whose_host_ignores_the_requirement() -> None:
+    """A reference host ignores the channel and answers without ``durability``."""
+    from relayflow.worker import handle_step_request
+
+    def reference_host(raw: dict[str, Any], **options: Any) -> tuple[int, dict[str, Any]]:
+        stripped = {key: value for key, value in raw.items() if key != "checkpoint"}
+        status, body = handle_step_request(stripped, **options)
+        return status, {k: v for k, v in body.items() if k not in ("durability", "capabilities")}
+
+    steps = Steps(crash_at=None)
+    env = WorkflowTestEnv(
+        workflows=[per_step],
+        services={"steps": steps},
+        settings=CoreSettings(require_per_step=True),
+    )
+    host = InlineDispatcher(services={"steps": steps}, clock=env.clock, handler=reference_host)
+    env.engine.dispatchers = DispatcherResolver(default=host)
+    run = env.get_run(env.trigger("dur.thirty").id)
+    assert (run.status, run.durability) == ("failed", "per_invocation")
+    assert run.error is not None and run.error.code == "durability_unavailable"
 
 
 def test_batched_workflows_make_no_checkpoint_call() -> None:

@@ -215,6 +215,17 @@ def test_in_voyant_mode_the_signed_deadline_bounds_a_copy() -> None:
     assert len(accepted) == 1
 
 
+def test_signatures_without_a_deadline_make_room_oldest_first() -> None:
+    """A reference orchestrator sends no real deadline: nothing bounds those signatures, so a
+    full record forgets the oldest of them rather than refuse every request from then on."""
+    signer = RequestSigner(SECRET, mode="voyant", clock=lambda: NOW_S)
+    app = make_wsgi_app(StepHost(signer=signer, accepted=AcceptedSignatures(capacity=2)))
+    bodies = [request_body(f"r-{n}") for n in range(3)]  # deadline: the protocol's "none"
+    assert [post(app, signer.headers(b), b)[0] for b in bodies] == [200, 200, 200]
+    assert post(app, signer.headers(bodies[2]), bodies[2])[0] == 409
+    assert post(app, signer.headers(bodies[0]), bodies[0])[0] == 200  # forgotten first
+
+
 def test_an_unsigned_host_keeps_no_record() -> None:
     """Without a secret anyone may send anything: there is no signature to remember."""
     host = make_step_host()

@@ -63,12 +63,15 @@ class WsgiAdapter(BaseAdapter):
         super().__init__()
         self.app = app
         self.requests: list[dict[str, Any]] = []
+        #: Every request as sent: headers and body bytes (what a capture would hold).
+        self.sent: list[tuple[dict[str, str], bytes]] = []
 
     def send(  # type: ignore[override]
         self, request: requests.PreparedRequest, **_: Any
     ) -> requests.Response:
         body = _body(request)
         self.requests.append(json.loads(body))
+        self.sent.append((dict(request.headers), body))
         environ = {
             "REQUEST_METHOD": request.method,
             "PATH_INFO": urlsplit(request.url or "").path,
@@ -184,6 +187,7 @@ class HttpHostedEnv:
         options = ExecutorOptions(sleep=lambda _seconds: None)
 
         def handle(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            """The host's step handler (its checkpoint calls reach the API)."""
             answer: tuple[int, dict[str, Any]] = handle_step_request(
                 raw,
                 services=services,
@@ -193,6 +197,7 @@ class HttpHostedEnv:
             )
             return answer
 
+        self.handle = handle
         host = StepHost(handler=handle, signer=RequestSigner(SECRET, clock=clock_s))
         self.host_adapter = WsgiAdapter(make_wsgi_app(host))
         host_session = requests.Session()

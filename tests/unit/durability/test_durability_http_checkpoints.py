@@ -10,10 +10,18 @@ import requests
 
 from relayflow.core.settings import CoreSettings
 from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.dispatch.signing import RequestSigner
 from relayflow.ports import DispatcherResolver
 from relayflow.sdk.registry import workflow
 from relayflow.testing import WorkflowTestEnv
-from tests.unit.durability.http_host_support import API_URL, HttpHostedEnv
+from relayflow.worker.hosts import StepHost, make_wsgi_app
+from tests.unit.durability.http_host_support import (
+    API_URL,
+    HOST_URL,
+    SECRET,
+    HttpHostedEnv,
+    WsgiAdapter,
+)
 from tests.unit.durability.test_durability_crash import Steps, batched, per_step
 
 
@@ -72,6 +80,21 @@ def test_without_the_opt_in_an_http_host_is_durable_per_invocation() -> None:
     assert all(steps.calls[n] == 2 for n in range(1, 27))
     assert hosted.api_adapter.calls == 0
     assert all(set(r["checkpoint"]) == {"seq"} for r in hosted.host_adapter.requests)
+
+
+def test_a_captured_request_replayed_to_another_process_of_the_host_runs_nothing() -> None:
+    steps = Steps(crash_at=None)
+    hosted = _hosted(steps, checkpoints=True)
+    run = hosted.env.trigger("dur.thirty")
+    [(headers, body)] = hosted.host_adapter.sent
+    # Another process of the same host: it never saw the signature, but the run's log did.
+    other = StepHost(handler=hosted.handle, signer=RequestSigner(SECRET, clock=hosted.clock_s))
+    replay = requests.Request("POST", HOST_URL, headers=headers, data=body).prepare()
+    for _ in range(4):
+        answer = WsgiAdapter(make_wsgi_app(other)).send(replay)
+        assert (answer.status_code, answer.json()["error"]) == (409, "request_replayed")
+    assert all(steps.calls[n] == 1 for n in range(1, 31))
+    assert hosted.env.get_run(run.id).status == "completed"
 
 
 def test_the_run_records_and_logs_the_durability_its_host_gave(

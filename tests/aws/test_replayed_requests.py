@@ -134,22 +134,23 @@ def test_a_host_with_a_checkpoint_log_claims_the_slot_so_another_process_refuses
     assert [entry.kind for entry in log.read("r-replay", 0)] == ["claim", "step", "step"]
 
 
-def test_a_claim_that_finds_a_fence_runs_nothing_and_answers_fenced() -> None:
+def claim_after(entry: CheckpointEntry) -> tuple[int, dict[str, Any]]:
+    """The answer of a host whose claim finds ``entry`` in the invocation's first slot."""
     log = InMemoryCheckpointLog()
-    log.append("r-replay", CheckpointEntry(seq=1, kind="fence", reason="the run has a new holder"))
+    log.append("r-replay", entry)
     app = make_wsgi_app(secret=SECRET, handler=checkpointing_handler(log))
     body = request_body(channel=True)
-    status, answer = post(app, RequestSigner(SECRET).headers(body), body)
+    return post(app, RequestSigner(SECRET).headers(body), body)
+
+
+def test_a_claim_that_finds_a_fence_runs_nothing_and_answers_fenced() -> None:
+    status, answer = claim_after(CheckpointEntry(seq=1, kind="fence", reason="new holder"))
     assert (status, answer["error"]) == (409, "checkpoint_fenced")
     assert CALLS == {}
 
 
 def test_a_claim_that_finds_a_cancel_answers_cancelled_without_running_a_step() -> None:
-    log = InMemoryCheckpointLog()
-    log.append("r-replay", CheckpointEntry(seq=1, kind="cancel", reason="stop"))
-    app = make_wsgi_app(secret=SECRET, handler=checkpointing_handler(log))
-    body = request_body(channel=True)
-    status, answer = post(app, RequestSigner(SECRET).headers(body), body)
+    status, answer = claim_after(CheckpointEntry(seq=1, kind="cancel", reason="stop"))
     assert (status, answer["status"], answer["checkpointSeq"]) == (200, "cancelled", 1)
     assert CALLS == {}
 

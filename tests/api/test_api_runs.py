@@ -122,6 +122,7 @@ def test_list_filters_and_pages_with_real_cursors(api: Api, env: WorkflowTestEnv
         "tags",
         "startedAt",
         "completedAt",
+        "valuesUnavailable",
     }
 
 

@@ -80,9 +80,9 @@ def _pending(run: dict[str, Any]) -> list[str]:
 def _read_and_list(dev: DevProcess, run_id: str, data: Any) -> dict[str, Any]:
     run = _get(dev, f"/api/runs/{run_id}")
     assert run["input"] == data
-    assert "valuesUnavailable" not in run or run["valuesUnavailable"] == []
+    assert run["valuesUnavailable"] == []
     listed = _get(dev, "/api/runs?limit=10")
-    assert [r["id"] for r in listed["runs"]] == [run_id]
+    assert [(r["id"], r["valuesUnavailable"]) for r in listed["runs"]] == [(run_id, [])]
     timeline = _get(dev, f"/api/runs/{run_id}/timeline?values=true")
     grow = [e for e in timeline["entries"] if e["id"] == "grow"]
     assert grow and grow[-1]["outcome"] == "ok", [e["id"] for e in timeline["entries"]]

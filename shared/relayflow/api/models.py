@@ -187,6 +187,28 @@ class CompensationSkippedView(ResponseModel):
     host_status: str = Field(description="what the step host answered the cancel request with")
 
 
+class UnavailableValueView(ResponseModel):
+    """A value of a run that its payload store no longer gives: left out (null) of the answer."""
+
+    path: str = Field(
+        description="JSON Pointer into the run: /input, /output, /error, "
+        "/journal/stepResults/<key>, ..."
+    )
+    reason: str = Field(description="payload_not_found or payload_corrupt")
+    ref: str | None = Field(default=None, description="the payload reference (sha256:<hex>)")
+
+
+class RunNoticeView(ResponseModel):
+    """How a run started by this request goes on after its first drive was interrupted."""
+
+    code: str = Field(
+        description="drive_interrupted: the run is stored, but a backing service failed "
+        "while it was driven (arming its alarm, saving a step); the sweeper drives it again "
+        "when it is due"
+    )
+    message: str
+
+
 class RunView(ResponseModel):
     """A run as the API shows it."""
 
@@ -213,6 +235,15 @@ class RunView(ResponseModel):
     started_at: int = Field(description="epoch milliseconds")
     completed_at: int | None = Field(default=None, description="epoch milliseconds")
     duration_ms: int | None = None
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="values the payload store no longer gives: each is null in this answer",
+    )
+    notice: RunNoticeView | None = Field(
+        default=None,
+        description="POST /api/runs only: the run is stored but its first drive was "
+        "interrupted; do not start it again",
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -245,6 +276,10 @@ class RunSummaryView(ResponseModel):
     tags: list[str] = Field(default_factory=list)
     started_at: int
     completed_at: int | None = None
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="values of the run the payload store no longer gives (see getRun)",
+    )
 
 
 class RunListView(ResponseModel):
@@ -294,6 +329,11 @@ class TimelineEntryView(ResponseModel):
         default=None,
         description="with values=true: the value is over the per-entry cap and left out",
     )
+    value_unavailable: str | None = Field(
+        default=None,
+        description="with values=true: the payload store no longer gives the value, left out "
+        "(payload_not_found or payload_corrupt)",
+    )
     abandoned_ended_at: int | None = Field(
         default=None,
         description="a step attempt that timed out but whose code ran on: when that code "
@@ -312,6 +352,10 @@ class TimelineView(ResponseModel):
     entries: list[TimelineEntryView]
     next_cursor: str | None = Field(
         default=None, description="pass back as cursor for the next page; absent at the end"
+    )
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="journal entries the payload store no longer gives: absent from the pages",
     )
 
 

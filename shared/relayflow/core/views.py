@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, computed_field
 
 from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
+from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.protocol import (
     AbandonedOutcome,
     CompensationReport,
@@ -37,6 +38,19 @@ TIMELINE_MAX_LIMIT = 1000
 _RUN_TOKEN_ID_KEY = "runTokenId"
 
 
+class UnavailableValue(RecordModel):
+    """A value of a run that its payload store no longer holds (or holds corrupted).
+
+    ``path`` is a JSON Pointer into the run's stored document (``/input``, ``/output``,
+    ``/journal/stepResults/<key>``...); ``reason`` is ``payload_not_found`` or
+    ``payload_corrupt``; ``ref`` is the payload reference that could not be read.
+    """
+
+    path: str
+    reason: str
+    ref: str | None = None
+
+
 class RunSummary(RecordModel):
     """One line of ``list_runs``."""
 
@@ -47,6 +61,8 @@ class RunSummary(RecordModel):
     completed_at: int | None = None
     tags: list[str] = Field(default_factory=list)
     environment: str = "development"
+    #: Values the payload store could not give: left out (None) of this view.
+    values_unavailable: list[UnavailableValue] = Field(default_factory=list)
 
 
 class TimelineEntry(RecordModel):
@@ -85,6 +101,8 @@ class TimelineEntry(RecordModel):
     value: Any = None
     value_size: int | None = None
     value_truncated: bool | None = None
+    #: Why the value could not be given (``payload_not_found``/``payload_corrupt``).
+    value_unavailable: str | None = None
     abandoned_ended_at: int | None = None
     abandoned_outcome: AbandonedOutcome | None = None
 
@@ -96,6 +114,8 @@ class TimelinePage(RecordModel):
     status: str
     entries: list[TimelineEntry]
     next_cursor: str | None = None
+    #: Entries of the run the payload store no longer gives: absent from every page.
+    values_unavailable: list[UnavailableValue] = Field(default_factory=list)
 
 
 class RunDetail(RunSummary):
@@ -165,9 +185,10 @@ class JournalEvent(RecordModel):
         return (self.type, self.id, self.attempt, self.status)
 
 
-def summary(record: RunRecord) -> RunSummary:
-    """The list view of ``record``."""
+def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> RunSummary:
+    """The list view of ``record``, naming the values of it its store could not give."""
     return RunSummary(
+        values_unavailable=list(unavailable),
         id=record.id,
         workflow_id=record.workflow_id,
         status=record.status,
@@ -318,7 +339,17 @@ def cap_value(
                 update={"value": None, "value_size": pointer_size, "value_truncated": True}
             )
         if resolve is not None:
-            value = resolve(value)
+            try:
+                value = resolve(value)
+            except UNREADABLE_PAYLOADS as exc:
+                return entry.model_copy(
+                    update={
+                        "value": None,
+                        "value_size": pointer_size,
+                        "value_truncated": False,
+                        "value_unavailable": exc.code,
+                    }
+                )
     size = _json_size(value)
     if size > cap:
         return entry.model_copy(update={"value": None, "value_size": size, "value_truncated": True})

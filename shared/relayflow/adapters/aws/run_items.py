@@ -119,6 +119,25 @@ def sources(record: RunRecord) -> Iterator[tuple[str, Any]]:
     yield STREAMS, record.streams
 
 
+def part_path(part: PartId) -> str:
+    """A JSON Pointer to the entry ``part`` holds in the record's document."""
+    section, key = part
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    for code, _, alias in DICT_SECTIONS:
+        if code == section:
+            return f"/journal/{alias}/{escaped}"
+    for code, _, alias in LIST_SECTIONS:
+        if code == section:
+            return f"/{alias}/{escaped}"
+    for code, _, alias, _ in KEYED_SECTIONS:
+        if code == section:
+            return f"/{alias}/{escaped}"
+    if section == STREAM_CHUNK:
+        stream_id, index = json.loads(key)
+        return f"/streams/{str(stream_id).replace('~', '~0').replace('/', '~1')}/{index}"
+    return f"/streams/{escaped}"
+
+
 def group_of(section: str) -> str:
     """The group (see :func:`sources`) a section belongs to."""
     return STREAMS if section in (STREAM_HEAD, STREAM_CHUNK) else section

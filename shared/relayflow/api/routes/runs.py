@@ -25,6 +25,7 @@ from relayflow.api.models import (
     FailTokenRequest,
     InjectionView,
     RunListView,
+    RunNoticeView,
     RunStatus,
     RunView,
     SendEventRequest,
@@ -45,6 +46,11 @@ from relayflow.drivers import Delivery, replay_answer
 from relayflow.errors import ValidationError
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
+INTERRUPTED = (
+    "the run is stored, but a backing service failed while it was driven (the logs have the "
+    "error under this request's id); the sweeper drives it again when it is due: do not "
+    "start it again"
+)
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
 TokenId = Annotated[str, Path(description="the token id")]
@@ -114,10 +120,16 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             # A retry after a lost answer must find the run the first attempt started.
             body = body.model_copy(update={"idempotency_key": key})
         with scope():
-            run, created = backend.trigger(body)
+            run, created, interrupted = backend.trigger(body)
         observe(run)
         if created:
             ctx.metrics.count(m.RUNS_TRIGGERED)
+        notice = None
+        if interrupted is not None:
+            # The error names internal resources: it goes to the logs, the client gets a notice.
+            ctx.logger.warning("the run's first drive was interrupted", exc_info=interrupted)
+            notice = RunNoticeView(code="drive_interrupted", message=INTERRUPTED)
+        elif created:
             wait_ms = body.wait_ms
             if ctx.hand_off:
                 wait_ms = max(wait_ms, ctx.budget_ms(router.lambda_context))
@@ -126,7 +138,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         return Response(
             status_code=201 if created else 200,
             content_type=content_types.APPLICATION_JSON,
-            body=run_view(run),
+            body=run_view(run).model_copy(update={"notice": notice}),
         )
 
     @router.get(

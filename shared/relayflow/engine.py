@@ -267,6 +267,11 @@ class Engine:
     def _handing_off(self) -> bool:
         return bool(getattr(self._local, "hand_off", False))
 
+    def hand_off_or_raise(self, run_id: str) -> None:
+        """Like :meth:`hand_off`, raising what the hand-off raised (for a caller that tells
+        whoever started the run that the sweeper, not a drive, takes it from here)."""
+        self._handoff(run_id, self.clock.now_ms())
+
     def hand_off(self, run_id: str) -> None:
         """Let the run be driven elsewhere now (the drive function), not in this process.
 
@@ -274,7 +279,7 @@ class Engine:
         sweeper drives it.
         """
         try:
-            self._handoff(run_id, self.clock.now_ms())
+            self.hand_off_or_raise(run_id)
         except RelayflowError:
             _log.exception("run %s could not be handed off; the sweeper will drive it", run_id)
 

@@ -23,6 +23,10 @@ def sleepers() -> None:
         await ctx.sleep("10m")  # a delayed SQS message
         return {"slept": "10m"}
 
+    @workflow(id="alarms.quick")
+    async def quick(data: Any, ctx: Any) -> Any:
+        return {"quick": True}
+
     @workflow(id="alarms.long")
     async def long(data: Any, ctx: Any) -> Any:
         await ctx.sleep("2h")  # an EventBridge Scheduler schedule
@@ -103,3 +107,24 @@ def test_an_insert_that_fails_is_still_an_error(sleepers: None) -> None:
         assert answer.json()["error"] == "unavailable"
         fault.on = put.on = False
         assert api.get("/api/runs").json()["runs"] == []
+
+
+def test_a_run_that_cannot_be_handed_to_the_drive_function_is_answered_at_once(
+    sleepers: None,
+) -> None:
+    """As deployed, the api hands each new run to the drive function with an alarm due now
+    (a message on the alarm queue): when that fails the answer says so at once, instead of
+    waiting out the inline budget for a drive that never starts."""
+    fault = Refusing("sqs", "SendMessage")
+    clock = VirtualClock(wall_ms())
+    with serve_api(prepare=fault.install, clock=clock, hand_off=True) as api:
+        answer = api.post("/api/runs", {"workflowId": "alarms.quick"})
+        assert answer.status_code == 201, answer.text
+        run = answer.json()
+        assert (run["status"], run["notice"]["code"]) == ("running", "drive_interrupted")
+        assert answer.elapsed.total_seconds() < 5  # the inline budget is 10 s
+
+        fault.on = False
+        assert run["id"] in api.driver.engine.sweep()
+        done = api.get(f"/api/runs/{run['id']}").json()
+        assert (done["status"], done["output"]) == ("completed", {"quick": True})

@@ -36,8 +36,10 @@ class Backend:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def trigger(self, request: TriggerRunRequest, *, drive: bool = True) -> Triggered:
+    def trigger(self, request: TriggerRunRequest, *, hand_off: bool = False) -> Triggered:
         """Start a run; returns it after the inline drive and whether this call created it.
+
+        With ``hand_off`` the run is only stored here and handed to the drive function.
 
         A keyed trigger (idempotency key or explicit run id) whose run already exists gets
         that run back untouched; ``created`` is the engine's word (the insert that won).
@@ -66,8 +68,10 @@ class Backend:
                 tags=tuple(request.tags),
                 environment=request.environment,
                 run_id=run_id,
-                drive=drive,
+                drive=not hand_off,
             )
+            if created and hand_off:
+                self.driver.engine.hand_off_or_raise(run_id)
         except RelayflowError as exc:
             stored = self.admin.get_run(run_id) if getattr(exc, "transient", False) else None
             if stored is None or existing is not None:

@@ -120,7 +120,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             # A retry after a lost answer must find the run the first attempt started.
             body = body.model_copy(update={"idempotency_key": key})
         with scope():
-            run, created, interrupted = backend.trigger(body)
+            run, created, interrupted = backend.trigger(body, hand_off=ctx.hand_off)
         observe(run)
         if created:
             ctx.metrics.count(m.RUNS_TRIGGERED)

@@ -110,6 +110,8 @@ def _read_and_list(api: HttpApi, parked_id: str, done_id: str, small_id: str) ->
     (grow,) = [e for e in timeline.json()["entries"] if e["id"] == "grow"]
     assert (grow["outcome"], grow["value"]) == ("ok", None)
     assert grow["valueUnavailable"] == "payload_not_found"
+    stream = api.get(f"/api/runs/{parked_id}/stream?waitMs=0")
+    assert stream.status_code == 200, stream.text
     # Reads never change the run: it still waits where it did.
     assert api.get(f"/api/runs/{parked_id}").json()["pendingWaitpoints"][0]["id"] == ("signal:go:0")
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from fault_injection import ClientTap, CrashPlan, ErrorInjector, OutagePlan, ProcessKilled
 from reliability_tally import add
-from reliability_workflows import STEP_WORK
+from reliability_workflows import LEDGER, STEP_WORK
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
@@ -396,6 +396,17 @@ class Cluster:
         # The observer's store remembers the runs it read by version; a run id used again
         # after the reset restarts at version 1, which must not find a remembered record.
         self._observer = self._observing_driver()
+
+    def fault_free(self, scenario: Callable[[Cluster], Outcome]) -> tuple[CrashPlan, Outcome]:
+        """Run ``scenario`` on an empty deployment without faults, recording every call (and
+        every step execution in the ledger); the deployment is emptied again after."""
+        self.reset()
+        LEDGER.reset()
+        plan = CrashPlan()
+        self.use_plan(plan)
+        outcome = scenario(self)
+        self.reset()
+        return plan, outcome
 
     def use_plan(self, plan: CrashPlan | OutagePlan | None) -> None:
         """Apply ``plan`` to every later call (None: no faults)."""

@@ -60,6 +60,18 @@ def add(name: str, amount: int = 1) -> None:
         _counts[name] += amount
 
 
+def crash_point(mode: str) -> None:
+    """Count one crash point swept in ``mode``."""
+    add("crash_points")
+    add(f"crash_points_{mode}")
+
+
+def run_lost(mode: str) -> None:
+    """Count one run lost (or ending differently) after a fault in ``mode``."""
+    add("runs_lost")
+    add(f"runs_lost_{mode}")
+
+
 def snapshot() -> dict[str, int]:
     """Every figure, zero included."""
     with _lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
@@ -61,6 +62,16 @@ class EffectLedger:
 
 
 LEDGER = EffectLedger()
+
+
+def runs_beyond(counts: dict[tuple[str, int], int], allowed: Callable[[str], int]) -> list[str]:
+    """Step attempts (of ``counts``) that ran more often than ``allowed(step)`` times."""
+    problems = []
+    for (step, attempt), count in sorted(counts.items()):
+        limit = allowed(step)
+        if count > limit:
+            problems.append(f"{step} attempt {attempt} ran {count} times (allowed {limit})")
+    return problems
 
 
 class StepWork:

@@ -25,8 +25,8 @@ from fault_injection import (
     RecordingSleep,
 )
 from reliability_cluster import QUEUE_SETTINGS, Cluster, Outcome
-from reliability_tally import FULL_SWEEP, add
-from reliability_workflows import LEDGER
+from reliability_tally import FULL_SWEEP, add, crash_point, run_lost
+from reliability_workflows import LEDGER, runs_beyond
 
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
@@ -64,12 +64,7 @@ class Baseline:
 
 @pytest.fixture(scope="module")
 def baseline(module_cluster: Cluster) -> Baseline:
-    module_cluster.reset()
-    LEDGER.reset()
-    plan = CrashPlan()
-    module_cluster.use_plan(plan)
-    outcome = run_per_step(module_cluster)
-    module_cluster.reset()
+    plan, outcome = module_cluster.fault_free(run_per_step)
     return Baseline(calls=list(plan.calls), written=list(plan.written), outcome=outcome)
 
 
@@ -229,8 +224,7 @@ def test_any_storage_call_failing_past_its_retries_never_fails_or_loses_the_run(
             continue
         redriven += cluster.metrics.counts[RUNS_REDRIVEN]
         if outcome != baseline.outcome:
-            add("runs_lost")
-            add(f"runs_lost_{mode}")
+            run_lost(mode)
             if outcome.error_code is not None:
                 add("runs_failed_transient")
             failures.append(f"{where}: ended as {outcome}, expected {baseline.outcome}")
@@ -275,12 +269,7 @@ def reruns_beyond_the_in_flight(
     counts: dict[tuple[str, int], int], in_flight: frozenset[str]
 ) -> list[str]:
     """Step attempts that ran again though their result was durable, or more than twice."""
-    problems = []
-    for (step, attempt), count in sorted(counts.items()):
-        allowed = 2 if step in in_flight else 1
-        if count > allowed:
-            problems.append(f"{step} attempt {attempt} ran {count} times (allowed {allowed})")
-    return problems
+    return runs_beyond(counts, lambda step: 2 if step in in_flight else 1)
 
 
 @pytest.mark.slow
@@ -299,16 +288,14 @@ def test_a_crash_at_any_call_re_runs_only_the_step_in_flight(
         cluster.use_plan(plan)
         outcome = run_per_step(cluster)
         where = f"{mode} call #{kill_at} ({baseline.calls[kill_at - 1]})"
-        add("crash_points")
-        add(f"crash_points_{mode}")
+        crash_point(mode)
         kinds[baseline.calls[kill_at - 1].split(":")[0]] += 1
         if not plan.fired or in_flight.steps is None:
             failures.append(f"{where}: the crash was never reached")
             continue
         add("crash_recoveries")
         if outcome != baseline.outcome:
-            add("runs_lost")
-            add(f"runs_lost_{mode}")
+            run_lost(mode)
             failures.append(f"{where}: ended as {outcome}, expected {baseline.outcome}")
         excess = reruns_beyond_the_in_flight(LEDGER.counts(), in_flight.steps)
         if excess:

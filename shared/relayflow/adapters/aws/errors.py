@@ -88,7 +88,13 @@ _SIZE_LIMITS: dict[str, tuple[str, str]] = {
     "scheduler": ("scheduler_input_too_large", "Scheduler's target input limit is 256 KiB"),
 }
 _TOO_LARGE_CODES = frozenset({"EntityTooLarge", "MessageTooLong", "RequestEntityTooLarge"})
-_TOO_LARGE_WORDS = ("item size", "too large", "too long", "maximum allowed size", "exceeds")
+_TOO_LARGE_WORDS = (
+    "item size",
+    "too large",
+    "too long",
+    "shorter than",
+    "maximum allowed size",
+)
 
 
 class AwsServiceError(RelayflowError):

@@ -19,7 +19,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
-from relayflow.core.checkpoints import cancel_entry, fence_entry, fold
+from relayflow.core.checkpoints import (
+    UNAVAILABLE_REASON,
+    cancel_entry,
+    ended_unavailable,
+    fence_entry,
+    fold,
+)
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -53,6 +59,7 @@ from relayflow.errors import (
     RunNotFoundError,
     RunTerminalError,
     StaleRunError,
+    StorageRefusedError,
     ValidationError,
 )
 from relayflow.leases import LeaseKeeper
@@ -181,6 +188,17 @@ class Engine:
         for observer in self._observers:
             try:
                 observer.on_saved(before, after)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
+    def _interrupted(self, run_id: str, reason: str) -> None:
+        """Tell the observers that a drive or invocation of ``run_id`` ended on a transient
+        failure of relayflow's own AWS resources; the run is driven again (the next
+        invocation, a lease expiry and the sweeper, an alarm or a redelivered event)."""
+        _log.warning("run %s interrupted (%s); it will be driven again", run_id, reason)
+        for observer in self._observers:
+            try:
+                observer.on_interrupted(run_id, reason)
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 
@@ -668,9 +686,16 @@ class Engine:
         with self.budget(self.settings.drive_budget_ms):
             try:
                 while (run_id := work.pop()) is not None:
-                    self._drive_one(
-                        run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
-                    )
+                    try:
+                        self._drive_one(
+                            run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
+                        )
+                    except RelayflowError as exc:
+                        # Throttled or unavailable storage: nothing unsaved is lost, the
+                        # caller's retry or the sweeper drives the run again.
+                        if getattr(exc, "transient", False):
+                            self._interrupted(run_id, exc.code)
+                        raise
             except DriveAbandoned:
                 # The process died: nothing more is saved; a new process has a new identity.
                 self._owner = f"drv_{secrets.token_hex(6)}"
@@ -840,14 +865,14 @@ class Engine:
         return saved
 
     def _fail_unsaveable(self, stored: RunRecord, exc: RelayflowError) -> None:
-        """The store refused a save for a reason no retry fixes: end the run ``failed``
-        (code ``run_save_refused``) from its last saved state, instead of leaving it leased
-        and re-driven after every lease expiry."""
+        """The store refused a save for a reason no retry fixes: end the run ``failed`` from
+        its last saved state, instead of leaving it leased and re-driven after every lease
+        expiry. The code is the storage's own when it names what was refused (a permission,
+        a size limit), else ``run_save_refused``."""
         rec = working_copy(stored)
         message = f"the run could not be saved: {exc.message}"
-        effects = finish(
-            rec, "failed", self.clock.now_ms(), error=runtime_error("run_save_refused", message)
-        )
+        code = exc.code if isinstance(exc, StorageRefusedError) else "run_save_refused"
+        effects = finish(rec, "failed", self.clock.now_ms(), error=runtime_error(code, message))
         rec.lease = None
         rec.dirty = False
         try:
@@ -982,6 +1007,8 @@ class Engine:
         if held.lost:
             # Another driver took the run (and fenced the host off): nothing here is saved.
             return None
+        if answer is not None and ended_unavailable(answer[1]):
+            self._interrupted(saved.id, UNAVAILABLE_REASON)
         return self._settle_answer(
             held.record, owner, sent, answer, failure, work, then_begin=then_begin
         )

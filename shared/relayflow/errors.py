@@ -259,6 +259,15 @@ class CheckpointUnavailableError(RelayflowError):
     category = RUNTIME_ERROR
 
 
+class StorageRefusedError(RelayflowError):
+    """relayflow's own storage or alarms refused a request for good (a missing permission, a
+    size limit): no retry can succeed. ``code`` names the service and what was refused
+    (``dynamodb_access_denied``, ``dynamodb_item_too_large``...)."""
+
+    category = RUNTIME_ERROR
+    transient = False
+
+
 class CheckpointFencedSignal(BaseException):
     """Raised in a step host whose checkpoint was refused: another driver holds the run now.
 

@@ -250,6 +250,10 @@ class RunObserver(Protocol):
 
     def on_saved(self, before: RunRecord | None, after: RunRecord) -> None: ...
 
+    def on_interrupted(self, run_id: str, reason: str) -> None:
+        """A drive or invocation of ``run_id`` ended on a transient failure of relayflow's own
+        storage or alarms (``reason``); the run is driven again from its last durable point."""
+
 
 @dataclass(frozen=True)
 class DeliveryEntry:

@@ -128,7 +128,7 @@ def run_step(
         try:
             overrun = _overrun_reporter(inv, key, attempt) if opts.timeout_ms else None
             value = yield Call(fn, args, opts.timeout_ms, scope, key, overrun)
-            output = dump_output(f"step {key!r}", value, opts.serdes)
+            output = dump_output(f"step {key!r} returned a value", value, opts.serdes)
         except Exception as exc:
             _keep_metadata(entry, scope.updates)
             _drop_started(entry, attempt)

@@ -46,6 +46,24 @@ def _problem(item: Any) -> str:
     return f"is a {kind}, which is not a JSON value"
 
 
+#: Where a walk is in a value: ``(where its container is, key or index)``, or None at the
+#: top. Paths are only spelled out for the one place that is reported.
+_Trail = tuple[Any, str | int] | None
+
+_SCALARS = (str, int, type(None))  # bool is an int
+_SEQUENCES = (list, tuple)
+
+
+def _spell(path: str, trail: _Trail) -> str:
+    segments: list[str | int] = []
+    while trail is not None:
+        trail, segment = trail
+        segments.append(segment)
+    for segment in reversed(segments):
+        path = f"{path}[{segment}]" if isinstance(segment, int) else _member(path, segment)
+    return path
+
+
 def find_non_json(
     value: Any, path: str = "$", *, dumped_by: Callable[[Any], bool] | None = None
 ) -> NonJson | None:
@@ -54,31 +72,32 @@ def find_non_json(
     ``dumped_by`` tells the objects a dumper turns into JSON itself (pydantic models,
     dataclasses); they are taken as they are and not looked into.
     """
-    stack: list[tuple[Any, str]] = [(value, path)]
+    stack: list[tuple[Any, _Trail]] = [(value, None)]
     while stack:
-        item, where = stack.pop()
-        if item is None or isinstance(item, bool | str | int):
+        item, trail = stack.pop()
+        if isinstance(item, _SCALARS):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
-                return NonJson(where, f"is {item!r}, which JSON cannot hold (use null or a string)")
+                problem = f"is {item!r}, which JSON cannot hold (use null or a string)"
+                return NonJson(_spell(path, trail), problem)
             continue
-        if isinstance(item, list | tuple):
-            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+        if isinstance(item, _SEQUENCES):
+            stack.extend((item[i], (trail, i)) for i in range(len(item) - 1, -1, -1))
             continue
         if isinstance(item, dict):
-            for key, child in reversed(list(item.items())):
+            for key in item:
                 if not isinstance(key, str):
-                    return NonJson(
-                        where,
+                    problem = (
                         f"has the key {key!r} (a {type(key).__name__}), but JSON object keys "
-                        "are strings",
+                        "are strings"
                     )
-                stack.append((child, _member(where, key)))
+                    return NonJson(_spell(path, trail), problem)
+            stack.extend((child, (trail, key)) for key, child in reversed(item.items()))
             continue
         if dumped_by is not None and dumped_by(item):
             continue
-        return NonJson(where, _problem(item))
+        return NonJson(_spell(path, trail), _problem(item))
     return None
 
 

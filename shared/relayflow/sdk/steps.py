@@ -98,7 +98,7 @@ def run_step(
             yield Pause(pause)
     if entry is None:
         entry = StepJournalEntry(status="started", kind="step", attempt=0, started_at=inv.now_ms())
-    step_key = opts.idempotency_key or f"{inv.request.run_id}:{key}"
+    step_key = _idempotency_key(inv, key, opts)
     while True:
         ready = opts.semantics == "at_most_once" and _durably_started(entry, attempt, inv)
         inv.begin_work(may_yield=not ready)
@@ -235,6 +235,11 @@ def _attempt(
     )
 
 
+def _idempotency_key(inv: Any, key: str, opts: StepOptions) -> str:
+    """The step's idempotency key: it also names the step's abandoned code in ``ABANDONED``."""
+    return opts.idempotency_key or f"{inv.request.run_id}:{key}"
+
+
 def _retry_wait_id(key: str, attempt: int, refusals: int) -> str:
     """The wait before ``attempt``; a start refused ``refusals`` times waits under a new id."""
     return f"retry:{key}:{attempt}" + (f":held{refusals}" if refusals else "")
@@ -258,16 +263,19 @@ def _hold(
     inv = core.inv
     now = inv.now_ms()
     _drop_started(entry, attempt)
+    # The grace runs from the deadline the abandoned code missed; when that code belongs to
+    # another step or run sharing this step's idempotency key, from when this step began.
     timed_out = entry.attempts[-1] if entry.attempts else None
     given_up_at = timed_out.finished_at if timed_out is not None else None
     grace = overrun_grace_ms(opts.timeout_ms or 0, inv.options.overrun_grace_max_ms)
-    grace_end = (now if given_up_at is None else given_up_at) + grace
+    grace_end = (entry.started_at if given_up_at is None else given_up_at) + grace
     entry.attempt = attempt - 1
     entry.status = "retrying"
     if now >= grace_end:
         error = StepStillRunningError(
-            f"step {key!r}: the code of attempt {attempt - 1}, given up at its timeout, was "
-            f"still running {grace} ms later; attempt {attempt} was not started beside it"
+            f"step {key!r}: code given up at its timeout (idempotency key "
+            f"{_idempotency_key(inv, key, opts)!r}) was still running {grace} ms later; "
+            f"attempt {attempt} was not started beside it"
         )
         entry.status = "err"
         entry.error = serialize_error(error)

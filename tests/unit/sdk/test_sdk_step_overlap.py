@@ -24,9 +24,9 @@ class CodeThatOverruns:
     of the clock waits for it to end (so the next check finds it ended, never by chance).
     Later calls answer at once. Counts starts and how many ran at once."""
 
-    def __init__(self, env: WorkflowTestEnv, run_id: str, overrun_ms: int) -> None:
+    def __init__(self, env: WorkflowTestEnv, step_key: str, overrun_ms: int) -> None:
         self.env = env
-        self.step_key = f"{run_id}:hang"
+        self.step_key = step_key
         self.overrun_ms = overrun_ms
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -94,7 +94,7 @@ def run_overrunning(workflow_id: str, overrun_ms: int) -> tuple[CodeThatOverruns
     """Runs ``workflow_id`` whose step's first attempt overruns; the code and the ended run."""
     env = WorkflowTestEnv(workflows=[sync_body, async_body, at_most_once_body])
     run_id = f"run-{workflow_id}-{overrun_ms}"
-    code = HANG["code"] = CodeThatOverruns(env, run_id, overrun_ms)
+    code = HANG["code"] = CodeThatOverruns(env, f"{run_id}:hang", overrun_ms)
     try:
         env.trigger(workflow_id, 1, run_id=run_id)
         env.run_until_idle()
@@ -140,6 +140,38 @@ def test_a_refused_start_is_not_an_attempt_the_next_runs_once_the_code_ended(
     # Due 50 ms after the timeout, refused (the code ran until 80 ms), started at the next
     # check, 100 ms after it.
     assert second.started_at - done.started_at == 100
+
+
+@workflow(id="overlap.shared")
+def shared_key_body(data: Any, ctx: Any) -> Any:
+    return ctx.step("hang", hangs, data, timeout="50ms", idempotency_key="charge-o1")
+
+
+@pytest.mark.parametrize(
+    ("overrun_ms", "status", "starts"), [(80, "completed", 2), (200, "failed", 1)]
+)
+def test_a_step_sharing_the_idempotency_key_of_timed_out_code_waits_for_it(
+    overrun_ms: int, status: str, starts: int
+) -> None:
+    env = WorkflowTestEnv(workflows=[shared_key_body])
+    code = HANG["code"] = CodeThatOverruns(env, "charge-o1", overrun_ms)
+    try:
+        first = env.trigger("overlap.shared", 1, run_id="run-first")
+        second = env.trigger("overlap.shared", 2, run_id="run-second")
+    finally:
+        code.finish()
+
+    assert first.error is not None and first.error.code == "TIMEOUT"
+    assert (second.status, code.starts, code.most) == (status, starts, 1)
+    if status == "completed":
+        assert second.output == "attempt 2"
+        [attempt] = [e for e in second.timeline if e.type == "step"]
+        assert (attempt.attempt, attempt.started_at - second.started_at) == (1, 100)
+    else:
+        assert second.error is not None and second.error.code == "STEP_STILL_RUNNING"
+        assert "idempotency key 'charge-o1'" in second.error.message
+        assert second.completed_at is not None
+        assert second.completed_at - second.started_at == 100
 
 
 def test_the_abandoned_registry_knows_when_the_code_ended() -> None:

@@ -142,6 +142,34 @@ def test_a_refused_start_is_not_an_attempt_the_next_runs_once_the_code_ended(
     assert second.started_at - done.started_at == 100
 
 
+@workflow(id="overlap.parked")
+def parked_body(data: Any, ctx: Any) -> Any:
+    # Retried 100 ms after its timeout, then 2 s after that: more than the in-process
+    # threshold (1 s), so the held start parks the run on an alarm, within the 1.2 s grace.
+    policy = RetryPolicy(max=2, backoff="exponential", initial=100, backoff_rate=20)
+    return ctx.step("hang", hangs, data, retry=policy, timeout="600ms")
+
+
+def test_a_held_start_parks_the_run_on_an_alarm_and_runs_when_it_fires() -> None:
+    env = WorkflowTestEnv(workflows=[parked_body])
+    code = HANG["code"] = CodeThatOverruns(env, "run-parked:hang", 1_150)
+    try:
+        run = env.trigger("overlap.parked", 1, run_id="run-parked")
+        waiting = env.get_run(run.id)
+        env.run_until_idle()
+    finally:
+        code.finish()
+    done = env.get_run(run.id)
+
+    assert waiting.status == "waiting"
+    assert [w.id for w in waiting.timeline if w.type == "wait"] == ["retry:hang:2:held1"]
+    assert (done.status, done.output) == ("completed", "attempt 2")
+    assert step_attempts(done) == [(1, "err", "TIMEOUT"), (2, "ok", None)]
+    [_, second] = [e for e in done.timeline if e.type == "step"]
+    assert second.started_at - done.started_at == 1_200
+    assert (code.starts, code.most) == (2, 1)
+
+
 @workflow(id="overlap.shared")
 def shared_key_body(data: Any, ctx: Any) -> Any:
     return ctx.step("hang", hangs, data, timeout="50ms", idempotency_key="charge-o1")

@@ -60,6 +60,7 @@ ENV_DISPATCH_BACKOFF = "RELAYFLOW_DISPATCH_BACKOFF"
 ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
 ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
 ENV_HTTP_CHECKPOINT_URL = "RELAYFLOW_HTTP_CHECKPOINT_URL"
+ENV_OVERRUN_GRACE_MAX = "RELAYFLOW_OVERRUN_GRACE_MAX"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -106,6 +107,7 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_DISPATCH_BACKOFF_MAX,
     ENV_CHECKPOINT_TABLE,
     ENV_HTTP_CHECKPOINT_URL,
+    ENV_OVERRUN_GRACE_MAX,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]
@@ -134,6 +136,7 @@ DEFAULT_DELIVERY_ID_MEMORY_MS = 365 * 86_400_000
 DEFAULT_DISPATCH_MAX_ATTEMPTS = 5
 DEFAULT_DISPATCH_BACKOFF_MS = 1_000
 DEFAULT_DISPATCH_BACKOFF_MAX_MS = 60_000
+DEFAULT_OVERRUN_GRACE_MAX_MS = 300_000
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
@@ -234,6 +237,9 @@ class Settings:
             (``RELAYFLOW_HTTP_CHECKPOINT_URL``): set, HTTP dispatchers offer their hosts
             per-step checkpoints through ``POST <url>/api/runs/{runId}/checkpoints``
             (needs the signing secret); unset, HTTP hosts are durable per invocation.
+        overrun_grace_max_ms: The longest a step's next attempt waits for the code of an
+            attempt given up at its timeout that still runs in the step host (the wait is
+            twice the step's timeout, capped by this; ``RELAYFLOW_OVERRUN_GRACE_MAX``).
     """
 
     table_name: str | None = None
@@ -274,6 +280,7 @@ class Settings:
     dispatch_backoff_max_ms: int = DEFAULT_DISPATCH_BACKOFF_MAX_MS
     checkpoint_table: str | None = None
     http_checkpoint_url: str | None = None
+    overrun_grace_max_ms: int = DEFAULT_OVERRUN_GRACE_MAX_MS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -364,6 +371,7 @@ class Settings:
             ),
             checkpoint_table=text(ENV_CHECKPOINT_TABLE),
             http_checkpoint_url=text(ENV_HTTP_CHECKPOINT_URL),
+            overrun_grace_max_ms=read_overrun_grace_max_ms(env),
         )
 
     def core_settings(self) -> CoreSettings:
@@ -442,6 +450,15 @@ def current_settings() -> Settings:
     Tests that change the environment call ``current_settings.cache_clear()``.
     """
     return Settings.from_env(os.environ)
+
+
+def read_overrun_grace_max_ms(env: Mapping[str, str] = os.environ) -> int:
+    """``RELAYFLOW_OVERRUN_GRACE_MAX`` alone, for step hosts that read no other setting.
+
+    Raises:
+        ValidationError: The variable is not a duration (the message names it).
+    """
+    return _duration_ms(env, ENV_OVERRUN_GRACE_MAX, DEFAULT_OVERRUN_GRACE_MAX_MS)
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:

@@ -72,6 +72,24 @@ class StepInterruptedError(RelayflowError):
     step_id: str | None = None
 
 
+class StepStillRunningError(RelayflowError):
+    """The code of a step attempt given up at its timeout still ran in the step host when
+    the grace after that timeout ended: the next attempt was not started beside it."""
+
+    code = "STEP_STILL_RUNNING"
+    category = RUNTIME_ERROR
+
+
+class NotJsonError(FatalError, TypeError):
+    """A value that JSON cannot hold as it is (a set, a key that is not a string, bytes, a
+    datetime...) was given where a run keeps values; never retried.
+
+    ``data`` is ``{"path": ...}``, where in the value the problem is (``$.items[3].key``).
+    """
+
+    code = "NOT_JSON"
+
+
 class StepFailedError(RelayflowError):
     """A step failed for good; raised in the body with the journalled code and message.
 

@@ -137,6 +137,9 @@ class StepJournalEntry(WireModel):
     #: The name the author gave the operation (token, condition, group, branch or map item),
     #: shown in the run's history.
     name: str | None = None
+    #: Starts of the next attempt refused so far because the code of an attempt given up at
+    #: its timeout still ran in the step host (a relayflow extension; refusals are no attempts).
+    refused_starts: int | None = None
 
 
 class WaitpointResolution(WireModel):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from relayflow.config import read_overrun_grace_max_ms
 from relayflow.errors import (
     CancelledSignal,
     CheckpointUnavailableError,
@@ -50,6 +51,8 @@ class ExecutorOptions:
         step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
             first, then the id as written). A callable replaces the step function and gets
             the same arguments; any other value is returned as the step's result.
+        overrun_grace_max_ms: Caps the grace (twice the step's timeout) a step's next attempt
+            waits for timed-out code still running here; ``RELAYFLOW_OVERRUN_GRACE_MAX``.
     """
 
     in_process_retry_threshold_ms: int = 1_000
@@ -59,6 +62,7 @@ class ExecutorOptions:
     per_step_max_work: int = 100_000
     sleep: Callable[[float], None] | None = None
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
+    overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
 
 
 def position_of(wait_id: str) -> tuple[str, str] | None:

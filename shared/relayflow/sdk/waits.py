@@ -10,7 +10,7 @@ from relayflow.protocol import Waitpoint, WaitpointKind, WaitpointResolution
 from relayflow.sdk.durations import Duration, parse_duration, parse_optional_duration
 from relayflow.sdk.registry import Workflow
 from relayflow.sdk.scope import ContextCore, ensure_not_in_step
-from relayflow.sdk.serdes import Serdes, dump_value, load_value
+from relayflow.sdk.serdes import Serdes, dump_output, dump_value, load_value
 
 OnTimeout = Literal["null", "raise"]
 
@@ -158,7 +158,9 @@ def invoke(
         return None if detach else load_value(resolution.payload, serdes)
     meta: dict[str, Any] = {
         "childWorkflowId": child_id,
-        "childInput": dump_value(child_input, serdes),
+        "childInput": dump_output(
+            f"the child run of {child_id!r} was given an input", child_input, serdes
+        ),
         "detach": detach,
         "tags": list(tags),
     }

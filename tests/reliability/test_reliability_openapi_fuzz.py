@@ -73,23 +73,33 @@ LISTED = (
 )
 
 API = build_api()
+#: A run parked on an event wait after a step: operations on ``{run_id}`` are fuzzed a second
+#: time on it, so that their query and body rules are reached (an unknown run answers 404
+#: before they are read).
+PARKED_RUN = API.env.trigger("reliability.collector", {"count": 2}).id
 load_all_checks()
-SCHEMA = schemathesis.openapi.from_wsgi(
-    "/api/openapi.json",
-    API.wsgi,
-    config=SchemathesisConfig.from_dict(
-        {
-            "headers": AUTHORIZATION,
-            "checks": {"enabled": True},
-            "generation": {"mode": "all", "max-examples": EXAMPLES},
-            "phases": {
-                "examples": {"enabled": True},
-                "coverage": {"enabled": True},
-                "fuzzing": {"enabled": True},
-            },
-        }
-    ),
-)
+
+
+def _schema(**parameters: str) -> Any:
+    """The document as schemathesis reads it, over WSGI, with every check enabled."""
+    config = {
+        "headers": AUTHORIZATION,
+        "checks": {"enabled": True},
+        "generation": {"mode": "all", "max-examples": EXAMPLES},
+        "phases": {
+            "examples": {"enabled": True},
+            "coverage": {"enabled": True},
+            "fuzzing": {"enabled": True},
+        },
+        "parameters": parameters,
+    }
+    return schemathesis.openapi.from_wsgi(
+        "/api/openapi.json", API.wsgi, config=SchemathesisConfig.from_dict(config)
+    )
+
+
+SCHEMA = _schema()
+SCHEMA_ON_A_RUN = _schema(**{"path.run_id": PARKED_RUN})
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +107,31 @@ def api() -> ApiUnderTest:
     return API
 
 
-def _operations() -> list[tuple[str, str]]:
+def _operations(*, on_a_run: bool = False) -> list[tuple[str, str]]:
     methods = {"get", "post", "put", "patch", "delete"}
     paths = API.app.openapi_document()["paths"]
-    return sorted((m.upper(), p) for p, ops in paths.items() for m in ops if m in methods)
+    return sorted(
+        (m.upper(), p)
+        for p, ops in paths.items()
+        for m in ops
+        if m in methods and (not on_a_run or "{run_id}" in p)
+    )
 
 
 @pytest.mark.parametrize(("method", "path"), _operations())
 def test_generated_requests_get_answers_that_match_the_document(method: str, path: str) -> None:
+    _fuzz(SCHEMA, method, path)
+
+
+@pytest.mark.parametrize(("method", "path"), _operations(on_a_run=True))
+def test_generated_requests_on_a_parked_run_get_answers_that_match_the_document(
+    method: str, path: str
+) -> None:
+    _fuzz(SCHEMA_ON_A_RUN, method, path)
+
+
+def _fuzz(schema: Any, method: str, path: str) -> None:
+    """Every generated request of one operation; fails listing what broke the document."""
     problems: list[str] = []
 
     def check(case: Any) -> None:
@@ -119,11 +146,11 @@ def test_generated_requests_get_answers_that_match_the_document(method: str, pat
             if not _listed(case, response, failure)
         )
 
-    # The test ``SCHEMA.parametrize()`` builds for one operation (examples, coverage and
+    # The test ``schema.parametrize()`` builds for one operation (examples, coverage and
     # fuzzing phases), parametrized here so that each operation keeps its own test id.
     build_operation_test(
-        config=SCHEMA.config,
-        operation=SCHEMA[path][method],
+        config=schema.config,
+        operation=schema[path][method],
         test_func=check,
         given_kwargs={},
         feedback=NO_FEEDBACK,

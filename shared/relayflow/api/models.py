@@ -6,16 +6,18 @@ answers 400 naming the field instead of being ignored.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
 
@@ -25,6 +27,23 @@ RunStatus = Literal[
 ]
 #: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
 MAX_WAIT_MS = 25_000
+
+
+def _integral(value: Any) -> Any:
+    """A JSON number with no fraction as an int: JSON has one number type, and JSON Schema's
+    ``integer`` accepts ``1.0`` as the integer 1 (``1.5`` stays a float and is refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field of a request body: strict (no strings, no booleans) but ``5.0`` is 5.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """Leave ``default`` out of a field's schema: leaving the field out is not sending null."""
+    schema.pop("default", None)
 
 
 class RequestModel(BaseModel):
@@ -97,7 +116,7 @@ class TriggerRunRequest(RequestModel):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
     tags: list[str] = Field(default_factory=list, max_length=64)
     environment: Environment = "development"
-    wait_ms: int = Field(
+    wait_ms: JsonInt = Field(
         default=0,
         ge=0,
         description=f"wait up to this long for a waiting or final status (max {MAX_WAIT_MS})",
@@ -364,21 +383,32 @@ class TimelineView(ResponseModel):
 
 
 class EventEnvelopeBody(RequestModel):
-    """The event itself (documentation model; validation follows the reference order)."""
+    """The event itself (documentation model; validation follows the reference order).
 
-    name: str
+    Unknown fields are ignored, as the reference ignores them; ``emittedAt`` is not parsed.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
     data: Any = None
-    #: The reference accepts any JSON object here, arrays included (reference §7.2).
-    metadata: dict[str, Any] | list[Any] | None = None
-    emitted_at: str
+    #: The reference accepts any JSON object here, arrays included (reference §7.2); when
+    #: present it must not be null.
+    metadata: dict[str, Any] | list[Any] | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra=_no_default
+    )
+    emitted_at: str = Field(min_length=1)
 
 
 class IngestEventRequest(RequestModel):
     """``POST /api/events``: route an event through the environment's manifest."""
 
+    model_config = ConfigDict(extra="allow")
+
     environment: Environment
     envelope: EventEnvelopeBody
-    idempotency_key: str | None = None
+    #: When present, a string (null is refused, as by the reference).
+    idempotency_key: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=_no_default)
 
 
 class IngestMatchView(CompactModel):

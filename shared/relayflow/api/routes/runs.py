@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Annotated
 from urllib.parse import unquote
 
@@ -33,9 +32,12 @@ from relayflow.api.models import (
     TimelineView,
     TriggerRunRequest,
 )
+from relayflow.api.query import INSTANT_SCHEMA, parse_instant
 from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare
 from relayflow.api.views import injection_view, run_summary, run_view, timeline_view
+from relayflow.core.cursors import RUN_CURSOR_PATTERN
 from relayflow.core.views import (
+    TIMELINE_CURSOR_PATTERN,
     TIMELINE_DEFAULT_LIMIT,
     TIMELINE_MAX_LIMIT,
     TIMELINE_PAGE_VALUE_BUDGET_BYTES,
@@ -158,13 +160,24 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ] = None,
         tag: Annotated[str | None, Query(min_length=1)] = None,
         since: Annotated[
-            str | None, Query(description="runs started at or after: epoch ms or ISO-8601")
+            str | None,
+            Query(
+                description="runs started at or after: epoch ms or an RFC 3339 date-time",
+                json_schema_extra=INSTANT_SCHEMA,
+            ),
         ] = None,
         until: Annotated[
-            str | None, Query(description="runs started before: epoch ms or ISO-8601")
+            str | None,
+            Query(
+                description="runs started before: epoch ms or an RFC 3339 date-time",
+                json_schema_extra=INSTANT_SCHEMA,
+            ),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        cursor: Annotated[str | None, Query(min_length=1)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(pattern=RUN_CURSOR_PATTERN, description="the nextCursor of the previous page"),
+        ] = None,
     ) -> RunListView:
         try:
             page = backend.list_runs(
@@ -172,8 +185,8 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 workflow_id=workflow_id,
                 statuses=tuple(status or ()),
                 tag=tag,
-                started_after=_instant("since", since),
-                started_before=_instant("until", until),
+                started_after=parse_instant("since", since),
+                started_before=parse_instant("until", until),
                 limit=limit,
                 cursor=cursor,
             )
@@ -210,7 +223,12 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         values: Annotated[
             bool, Query(description="give each entry its checkpointed value")
         ] = False,
-        cursor: Annotated[str | None, Query(min_length=1)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(
+                pattern=TIMELINE_CURSOR_PATTERN, description="the nextCursor of the previous page"
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=TIMELINE_MAX_LIMIT)] = TIMELINE_DEFAULT_LIMIT,
     ) -> TimelineView:
         try:
@@ -333,24 +351,3 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             return delivered(backend.heartbeat_token(unquote(run_id), unquote(token_id)))
 
     return router
-
-
-def _instant(name: str, value: str | None) -> int | None:
-    """An epoch-ms query value given as digits or ISO-8601 (a timezone is required)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit() and len(text) <= 16:
-        return int(text)
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise ApiError(
-            400,
-            "invalid_query",
-            f"query parameter '{name}': expected epoch milliseconds or an ISO-8601 time "
-            "with a timezone",
-        )
-    return int(parsed.timestamp() * 1000)

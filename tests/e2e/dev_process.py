@@ -30,6 +30,12 @@ def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "relayflow.cli", *args]
 
 
+def console_script_command(*args: str) -> list[str]:
+    """The installed ``relayflow`` script: unlike ``python -m``, it does not put the current
+    directory on ``sys.path`` by itself."""
+    return [str(Path(sys.executable).parent / "relayflow"), *args]
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYFLOW_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -81,14 +87,17 @@ def _pump(stream: object, into: list[str]) -> None:
 
 
 def start_dev(
-    *extra: str, state_dir: Path | None = None, app: str = "examples", cwd: Path = ROOT
+    *extra: str,
+    state_dir: Path | None = None,
+    app: str = "examples",
+    cwd: Path = ROOT,
+    console_script: bool = False,
 ) -> DevProcess:
     port, moto_port = free_port(), free_port()
     env = child_env(**({"RELAYFLOW_DEV_STATE": str(state_dir)} if state_dir else {}))
+    command = console_script_command if console_script else cli_command
     process = subprocess.Popen(
-        cli_command(
-            "dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra
-        ),
+        command("dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra),
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -123,3 +124,25 @@ def start_dev(
         time.sleep(0.1)
     dev.kill()
     raise AssertionError(f"relayflow dev not ready in {READY_TIMEOUT_S}s:\n{dev.output()}")
+
+
+def get_run(url: str, run_id: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET /api/runs/{id}``, which must answer 200."""
+    answer = requests.get(f"{url}/api/runs/{run_id}", headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
+    run: dict[str, Any] = answer.json()
+    return run
+
+
+def wait_until_completed(
+    url: str, run_id: str, headers: dict[str, str], timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """The run once completed; fails at once if it ends otherwise."""
+    deadline = time.monotonic() + timeout_s
+    run = get_run(url, run_id, headers)
+    while run["status"] != "completed":
+        assert run["status"] in ("running", "waiting"), run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+        run = get_run(url, run_id, headers)
+    return run

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -74,12 +75,11 @@ def test_relayflow_dev_runs_the_example_to_completion(project: Path, tmp_path: P
     try:
         assert dev.lines[0].endswith(f"reloading on changes to {project / 'shop_flows'}")
         assert any("shop_flows.workflows: 1 workflow(s)" in line for line in dev.lines)
-        answer = requests.post(
-            f"{dev.url}/api/runs",
-            json={"workflowId": "orders.process", "input": {"id": "o-1", "items": ["book"]}},
-            headers=AUTH,
-            timeout=30,
-        )
+        # The trigger the banner suggests (its curl command's body), as a reader would paste it.
+        (suggested,) = [line for line in dev.lines if "curl -s -X POST" in line]
+        body = json.loads(shlex.split(suggested)[-1])
+        assert body["workflowId"] == "orders.process"
+        answer = requests.post(f"{dev.url}/api/runs", json=body, headers=AUTH, timeout=30)
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["id"]
         delivered = requests.post(

@@ -22,10 +22,12 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_APP = "examples"
-#: A sample input per example workflow, so the printed curl commands work as they are.
+#: A sample input per example workflow (those of ``examples`` and of the project ``relayflow
+#: init`` writes), so the printed curl commands work as they are.
 SAMPLE_INPUTS: dict[str, Any] = {
     "media.thumbnails": {"gallery": "g-1", "images": ["a.jpg", "b.png", "notes.txt", "c.jpg"]},
     "orders.fulfil": {"id": "o-1", "total": 42, "items": ["book"]},
+    "orders.process": {"id": "o-1", "items": ["book"]},
 }
 
 

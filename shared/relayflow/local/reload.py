@@ -109,7 +109,8 @@ def supervise(argv: list[str], *, app: str | None, out: TextIO, err: TextIO) -> 
         stopped.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    shown = code.describe() if code else f"nothing (app module {app or '--app'} not found)"
+    missing = f"app module {app} not found" if app else "no --app module"
+    shown = code.describe() if code else f"nothing ({missing})"
     out.write(f"relayflow dev: reloading on changes to {shown}\n")
     out.flush()
     child: subprocess.Popen[bytes] | None = None

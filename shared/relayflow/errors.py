@@ -112,10 +112,37 @@ class TokenFailedError(RelayflowError):
     code = "TOKEN_FAILED"
 
 
+def child_ended_message(status: str) -> str:
+    """The message of a child run that ended with ``status`` and no message of its own."""
+    return f"child run ended with status {status}"
+
+
 class ChildRunError(RelayflowError):
-    """A child run started with ``ctx.invoke`` ended without completing."""
+    """A child run started with ``ctx.invoke`` ended without completing.
+
+    Its ``code`` is always ``CHILD_RUN_ENDED``; the child's own error is in ``child_code``
+    and ``child_message`` (``CHILD_RUN_ENDED`` and a generated message when the child ended
+    without an error of its own, e.g. a reference host answering ``failed`` with none).
+
+    Attributes:
+        child_code: The code of the child's error.
+        child_message: The message of the child's error.
+    """
 
     code = "CHILD_RUN_ENDED"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str | None = None,
+        data: Any = None,
+        child_code: str | None = None,
+        child_message: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, data=data)
+        self.child_code = child_code
+        self.child_message = child_message
 
 
 class NonDeterminismError(RelayflowError):

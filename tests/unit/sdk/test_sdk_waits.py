@@ -11,11 +11,13 @@ from sdk_harness import Harness, clean_registry, waits_of  # noqa: F401
 from relayflow.errors import (
     ChildRunError,
     ConditionCheckError,
+    FatalError,
     HeartbeatTimeoutError,
     TokenFailedError,
     WaitTimeoutError,
 )
 from relayflow.sdk import RetryPolicy, workflow
+from relayflow.testing import WorkflowTestEnv
 from relayflow.token_ids import run_token_id
 
 
@@ -427,7 +429,12 @@ def test_child_run_error_carries_the_childs_own_code_and_message_from_the_wire()
         "child run r1/invoke:some.child:0 ended with status failed: card declined",
         "DECLINED",
         "card declined",
-        {"childRunId": "r1/invoke:some.child:0", "childStatus": "failed"},
+        {
+            "childRunId": "r1/invoke:some.child:0",
+            "childStatus": "failed",
+            "childCode": "DECLINED",
+            "childMessage": "card declined",
+        },
     ]
 
 
@@ -443,7 +450,7 @@ def test_child_run_error_from_a_reference_orchestrator_keeps_the_wire_message() 
         "card declined",
         "DECLINED",
         "card declined",
-        None,
+        {"childCode": "DECLINED", "childMessage": "card declined"},
     ]
 
 
@@ -468,8 +475,29 @@ def test_child_run_error_replays_a_resolution_journalled_in_the_wrapped_form() -
         "child run r1/invoke:some.child:0 ended with status failed: card declined",
         "DECLINED",
         "card declined",
-        data,
+        {**data, "childCode": "DECLINED", "childMessage": "card declined"},
     ]
+
+
+def test_child_run_error_keeps_the_childs_code_when_a_group_replays_it() -> None:
+    @workflow(id="grouped.child")
+    def child(data: Any, ctx: Any) -> Any:
+        raise FatalError("card declined", code="DECLINED")
+
+    @workflow(id="grouped.parent")
+    def parent(data: Any, ctx: Any) -> Any:
+        try:
+            ctx.group("pay", lambda group: group.invoke(child, None))
+        except ChildRunError as exc:
+            seen = [exc.code, exc.child_code, exc.child_message]
+            ctx.sleep("1m")  # the next invocation replays the group's checkpointed error
+            return seen
+
+    env = WorkflowTestEnv([child, parent])
+    run = env.trigger("grouped.parent", None)
+    env.advance("1m")
+
+    assert env.get_run(run.id).output == ["CHILD_RUN_ENDED", "DECLINED", "card declined"]
 
 
 def test_a_detached_invoke_returns_none() -> None:

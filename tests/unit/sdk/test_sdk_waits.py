@@ -403,80 +403,52 @@ def test_a_child_that_did_not_complete_raises_child_run_error() -> None:
     assert harness.call()["output"] == ["CHILD_RUN_ENDED", "child run ended with status failed"]
 
 
-def _catch_child(workflow_id: str) -> None:
-    @workflow(id=workflow_id)
+_CHILD = {"childRunId": "r1/invoke:some.child:0", "childStatus": "failed"}
+_WRAPPED = "child run r1/invoke:some.child:0 ended with status failed: card declined"
+_DECLINED = {"category": "USER_ERROR", "code": "DECLINED", "message": "card declined"}
+_DECLINED_FACTS = {"childCode": "DECLINED", "childMessage": "card declined"}
+
+
+@pytest.mark.parametrize(
+    ("wire", "message", "data"),
+    [
+        # relayflow's orchestrator: the child's own error, plus the child run in data.
+        ({**_DECLINED, "data": _CHILD}, _WRAPPED, {**_CHILD, **_DECLINED_FACTS}),
+        # A reference orchestrator: the child's own error and nothing more.
+        (_DECLINED, "card declined", _DECLINED_FACTS),
+        # Journalled before the wire carried the child's code: the wrapper, the child's
+        # error as the cause. The body sees the same error as then.
+        (
+            {
+                "category": "USER_ERROR",
+                "code": "CHILD_RUN_ENDED",
+                "message": _WRAPPED,
+                "cause": _DECLINED,
+                "data": _CHILD,
+            },
+            _WRAPPED,
+            {**_CHILD, **_DECLINED_FACTS},
+        ),
+    ],
+    ids=["relayflow", "reference", "journalled-wrapped"],
+)
+def test_child_run_error_carries_the_childs_own_code_and_message(
+    wire: dict[str, Any], message: str, data: dict[str, Any]
+) -> None:
+    @workflow(id="parent_codes")
     def body(data: Any, ctx: Any) -> Any:
         try:
             return ctx.invoke("some.child", None)
         except ChildRunError as exc:
             return [exc.code, exc.message, exc.child_code, exc.child_message, exc.data]
 
-
-def test_child_run_error_carries_the_childs_own_code_and_message_from_the_wire() -> None:
-    _catch_child("parent_codes")
     harness = Harness("parent_codes")
     harness.call()
-    error = {
-        "category": "USER_ERROR",
-        "code": "DECLINED",
-        "message": "card declined",
-        "data": {"childRunId": "r1/invoke:some.child:0", "childStatus": "failed"},
-    }
-    harness.resolve("invoke:some.child:0", "RUN", None, error=error, source="replay")
+    harness.resolve("invoke:some.child:0", "RUN", None, error=wire, source="replay")
 
-    assert harness.call()["output"] == [
-        "CHILD_RUN_ENDED",
-        "child run r1/invoke:some.child:0 ended with status failed: card declined",
-        "DECLINED",
-        "card declined",
-        {
-            "childRunId": "r1/invoke:some.child:0",
-            "childStatus": "failed",
-            "childCode": "DECLINED",
-            "childMessage": "card declined",
-        },
-    ]
+    output = harness.call()["output"]
 
-
-def test_child_run_error_from_a_reference_orchestrator_keeps_the_wire_message() -> None:
-    _catch_child("parent_reference")
-    harness = Harness("parent_reference")
-    harness.call()
-    error = {"category": "USER_ERROR", "code": "DECLINED", "message": "card declined"}
-    harness.resolve("invoke:some.child:0", "RUN", None, error=error, source="replay")
-
-    assert harness.call()["output"] == [
-        "CHILD_RUN_ENDED",
-        "card declined",
-        "DECLINED",
-        "card declined",
-        {"childCode": "DECLINED", "childMessage": "card declined"},
-    ]
-
-
-def test_child_run_error_replays_a_resolution_journalled_in_the_wrapped_form() -> None:
-    # Journals written before the wire carried the child's code keep the wrapper and hold
-    # the child's own error as the cause: the body sees the same error as then.
-    _catch_child("parent_wrapped")
-    harness = Harness("parent_wrapped")
-    harness.call()
-    data = {"childRunId": "r1/invoke:some.child:0", "childStatus": "failed"}
-    error = {
-        "category": "USER_ERROR",
-        "code": "CHILD_RUN_ENDED",
-        "message": "child run r1/invoke:some.child:0 ended with status failed: card declined",
-        "cause": {"category": "USER_ERROR", "code": "DECLINED", "message": "card declined"},
-        "data": data,
-    }
-    harness.resolve("invoke:some.child:0", "RUN", None, error=error, source="replay")
-
-    assert harness.call()["output"] == [
-        "CHILD_RUN_ENDED",
-        "child run r1/invoke:some.child:0 ended with status failed: card declined",
-        "DECLINED",
-        "card declined",
-        {**data, "childCode": "DECLINED", "childMessage": "card declined"},
-    ]
+    assert output == ["CHILD_RUN_ENDED", message, "DECLINED", "card declined", data]
 
 
 def test_child_run_error_keeps_the_childs_code_when_a_group_replays_it() -> None:

@@ -130,10 +130,51 @@ class TokenFailedError(RelayflowError):
     code = "TOKEN_FAILED"
 
 
+def child_ended_message(status: str) -> str:
+    """The message of a child run that ended with ``status`` and no message of its own."""
+    return f"child run ended with status {status}"
+
+
 class ChildRunError(RelayflowError):
-    """A child run started with ``ctx.invoke`` ended without completing."""
+    """A child run started with ``ctx.invoke`` ended without completing.
+
+    Its ``code`` is always ``CHILD_RUN_ENDED``; the child's own error is in ``child_code``
+    and ``child_message`` (``CHILD_RUN_ENDED`` and a generated message when the child ended
+    without an error of its own). Both are kept in ``data`` (``childCode``, ``childMessage``)
+    so that they survive the journal: an error checkpointed by a group, and replayed from it,
+    still carries them.
+    """
 
     code = "CHILD_RUN_ENDED"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str | None = None,
+        data: Any = None,
+        child_code: str | None = None,
+        child_message: str | None = None,
+    ) -> None:
+        facts = {"childCode": child_code, "childMessage": child_message}
+        child = {key: value for key, value in facts.items() if value is not None}
+        if child and (data is None or isinstance(data, dict)):
+            data = {**(data or {}), **child}
+        super().__init__(message, code=code, data=data)
+
+    @property
+    def child_code(self) -> str | None:
+        """The code of the child's own error."""
+        return self._child_fact("childCode")
+
+    @property
+    def child_message(self) -> str | None:
+        """The message of the child's own error."""
+        return self._child_fact("childMessage")
+
+    def _child_fact(self, key: str) -> str | None:
+        value = self.data.get(key) if isinstance(self.data, dict) else None
+        return value if isinstance(value, str) else None
 
 
 class NonDeterminismError(RelayflowError):

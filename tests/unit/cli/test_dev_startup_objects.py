@@ -39,6 +39,10 @@ def test_the_objects_loaded_at_start_are_frozen_once_the_stack_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(stack_module, "DevStack", StartedStack)
+    # run_dev quiets Powertools through the environment; set here, it is undone after the
+    # test instead of silencing the loggers of every later test in this process.
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     args = argparse.Namespace(
         reload=False, http_checkpoints=False, dispatch_url=None, signing_secret=None,
         app=None, port=0, moto_port=0, env="development", dev_token=None, state_dir=".",

@@ -1,12 +1,16 @@
 """Journal ordinals through the engine on atomic moto: stored with each checkpoint and page,
-checked when a waiting run wakes under changed code, absent from journals written before."""
+checked when a waiting run wakes under changed code, absent from journals written before;
+and stored parts that leave out fields at their default, which pays for them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
+from relayflow.adapters.aws import run_items
+from relayflow.protocol import StepAttempt, StepJournalEntry
 from relayflow.sdk import registry
 from relayflow.testing import WorkflowTestEnv
 from tests.aws.moto_driver import moto_driver
@@ -112,3 +116,24 @@ def test_a_journal_stored_without_ordinals_keeps_the_check_at_the_end_on_aws(
     assert detail.status == "failed" and detail.error is not None
     assert detail.error.code == "NON_DETERMINISM" and "'first'" in detail.error.message
     assert calls.names == ["renamed", "after"]  # found only once the body finished
+
+
+def test_stored_parts_leave_out_the_fields_at_their_default_and_read_back_equal() -> None:
+    entry = StepJournalEntry(
+        status="ok",
+        output={"n": None},
+        started_at=5,
+        finished_at=6,
+        attempts=[StepAttempt(attempt=1, status="ok", started_at=5, finished_at=6)],
+        ordinal=3,
+    )
+    stored = json.loads(run_items.encode(entry))
+    assert stored == {
+        "status": "ok",
+        "output": {"n": None},
+        "startedAt": 5,
+        "finishedAt": 6,
+        "attempts": [{"attempt": 1, "status": "ok", "startedAt": 5, "finishedAt": 6}],
+        "ordinal": 3,
+    }
+    assert StepJournalEntry.model_validate(stored) == entry

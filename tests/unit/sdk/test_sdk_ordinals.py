@@ -4,6 +4,7 @@ in its scope when the body reaches it, so changed code fails before any of it ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -196,10 +197,8 @@ def test_a_body_that_swallows_the_error_runs_nothing_more() -> None:
 
     @workflow(id="ord.swallow")
     def body(data: Any, ctx: Any) -> Any:
-        try:
+        with contextlib.suppress(NonDeterminismError):
             ctx.step("renamed", calls.run, "renamed")
-        except NonDeterminismError:
-            pass
         return ctx.step("fresh", calls.run, "fresh")
 
     harness = Harness("ord.swallow")

@@ -5,33 +5,13 @@ and stored parts that leave out fields at their default, which pays for them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-
-import pytest
 
 from relayflow.adapters.aws import run_items
 from relayflow.protocol import StepAttempt, StepJournalEntry
-from relayflow.sdk import registry
 from relayflow.testing import WorkflowTestEnv
 from tests.aws.moto_driver import moto_driver
-from tests.unit.sdk.ordinal_scenarios import (
-    CHANGED,
-    Calls,
-    deploy_map,
-    deploy_parallel,
-    deploy_steps,
-    park_then_change,
-)
-
-
-@pytest.fixture(autouse=True)
-def own_registry() -> Iterator[None]:
-    """Each test deploys its own versions of a workflow; other suites' come back after."""
-    saved = dict(registry._REGISTRY)
-    registry.reset_registry()
-    yield
-    registry.reset_registry()
-    registry._REGISTRY.update(saved)
+from tests.unit.sdk import ordinal_scenarios as scenarios
+from tests.unit.sdk.sdk_harness import clean_registry  # noqa: F401
 
 
 def _failure_data(env: WorkflowTestEnv, run_id: str) -> object:
@@ -42,15 +22,12 @@ def _failure_data(env: WorkflowTestEnv, run_id: str) -> object:
 
 
 def test_a_renamed_step_fails_at_its_ordinal_before_anything_runs_on_aws(aws: None) -> None:
-    calls = Calls()
-    env = moto_driver(workflows=[deploy_steps("first")], services={"calls": calls})
-    run_id = park_then_change(env, calls, lambda: deploy_steps("renamed"))
-    assert _failure_data(env, run_id) == {
-        "ordinal": 0,
-        "scope": "",
-        "expected": {"id": "first", "kind": "step"},
-        "found": {"id": "renamed", "kind": "step"},
-    }
+    calls = scenarios.Calls()
+    env = moto_driver(workflows=[scenarios.deploy_steps("first")], services={"calls": calls})
+    run_id = scenarios.park_then_change(env, calls, lambda: scenarios.deploy_steps("renamed"))
+    assert _failure_data(env, run_id) == scenarios.divergence(
+        0, "", ("first", "step"), ("renamed", "step")
+    )
     assert calls.names == []
     logged = [(e.key, e.step.ordinal) for e in env.checkpoints.read(run_id, 0) if e.step]
     assert logged == [("first", 0), ("second", 1)]
@@ -59,19 +36,21 @@ def test_a_renamed_step_fails_at_its_ordinal_before_anything_runs_on_aws(aws: No
 def test_map_items_and_parallel_branches_are_checked_in_their_own_scopes_on_aws(
     aws: None,
 ) -> None:
-    calls = Calls()
-    env = moto_driver(workflows=[deploy_map("a")], services={"calls": calls})
-    run_id = park_then_change(env, calls, lambda: deploy_map("a2"))
-    data = _failure_data(env, run_id)
-    assert isinstance(data, dict) and data["scope"] == "m0.0"
-    assert data["expected"] == {"id": "m0.0/a", "kind": "step"}
+    calls = scenarios.Calls()
+    env = moto_driver(workflows=[scenarios.deploy_map("a")], services={"calls": calls})
+    run_id = scenarios.park_then_change(env, calls, lambda: scenarios.deploy_map("a2"))
+    assert _failure_data(env, run_id) == scenarios.divergence(
+        0, "m0.0", ("m0.0/a", "step"), ("m0.0/a2", "step")
+    )
     assert calls.names == []
 
-    deploy_parallel(inserted=False)
-    run_id = park_then_change(env, calls, lambda: deploy_parallel(inserted=True))
-    data = _failure_data(env, run_id)
-    assert isinstance(data, dict) and data["ordinal"] == 1
-    assert data["expected"] == {"id": "batch:p0", "kind": "batch"}
+    scenarios.deploy_parallel(inserted=False)
+    run_id = scenarios.park_then_change(
+        env, calls, lambda: scenarios.deploy_parallel(inserted=True)
+    )
+    assert _failure_data(env, run_id) == scenarios.divergence(
+        1, "", ("batch:p0", "batch"), ("inserted", "step")
+    )
     assert calls.names == []
 
 
@@ -88,9 +67,9 @@ def _strip_ordinals(env: WorkflowTestEnv, run_id: str) -> None:
 
 
 def test_a_journal_stored_without_ordinals_replays_on_aws(aws: None) -> None:
-    calls = Calls()
-    env = moto_driver(workflows=[deploy_steps("first")], services={"calls": calls})
-    run = env.trigger(CHANGED)
+    calls = scenarios.Calls()
+    env = moto_driver(workflows=[scenarios.deploy_steps("first")], services={"calls": calls})
+    run = env.trigger(scenarios.CHANGED)
     _strip_ordinals(env, run.id)
     calls.names.clear()
     env.advance("1h")
@@ -105,11 +84,11 @@ def test_a_journal_stored_without_ordinals_replays_on_aws(aws: None) -> None:
 def test_a_journal_stored_without_ordinals_keeps_the_check_at_the_end_on_aws(
     aws: None,
 ) -> None:
-    calls = Calls()
-    env = moto_driver(workflows=[deploy_steps("first")], services={"calls": calls})
-    run = env.trigger(CHANGED)
+    calls = scenarios.Calls()
+    env = moto_driver(workflows=[scenarios.deploy_steps("first")], services={"calls": calls})
+    run = env.trigger(scenarios.CHANGED)
     _strip_ordinals(env, run.id)
-    deploy_steps("renamed")
+    scenarios.deploy_steps("renamed")
     calls.names.clear()
     env.advance("1h")
     detail = env.get_run(run.id)

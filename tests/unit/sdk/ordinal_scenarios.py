@@ -84,6 +84,19 @@ def deploy_parallel(*, inserted: bool) -> Workflow[Any]:
     return workflow(id=CHANGED)(body)
 
 
+def divergence(
+    ordinal: int, scope: str, expected: tuple[str, str], found: tuple[str, str]
+) -> dict[str, Any]:
+    """The data of the ``NON_DETERMINISM`` error for ``found`` (id, kind) reached as operation
+    ``ordinal`` of ``scope`` where the journal has ``expected``."""
+    return {
+        "ordinal": ordinal,
+        "scope": scope,
+        "expected": {"id": expected[0], "kind": expected[1]},
+        "found": {"id": found[0], "kind": found[1]},
+    }
+
+
 def park_then_change(env: WorkflowTestEnv, calls: Calls, change: Any) -> str:
     """Trigger ``CHANGED``, see it park on its sleeps, deploy ``change()`` and wake the run:
     returns the run id; ``calls`` then holds only what ran after the change."""

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from relayflow.errors import NonDeterminismError
 from relayflow.protocol import StepJournalEntry
-from relayflow.sdk import registry, workflow
+from relayflow.sdk import workflow
 from relayflow.testing import WorkflowTestEnv
 from tests.unit.sdk.ordinal_scenarios import (
     CHANGED,
@@ -21,19 +20,10 @@ from tests.unit.sdk.ordinal_scenarios import (
     deploy_map,
     deploy_parallel,
     deploy_steps,
+    divergence,
     park_then_change,
 )
-from tests.unit.sdk.sdk_harness import Harness
-
-
-@pytest.fixture(autouse=True)
-def own_registry() -> Iterator[None]:
-    """Each test deploys its own versions of a workflow; other suites' come back after."""
-    saved = dict(registry._REGISTRY)
-    registry.reset_registry()
-    yield
-    registry.reset_registry()
-    registry._REGISTRY.update(saved)
+from tests.unit.sdk.sdk_harness import Harness, clean_registry  # noqa: F401
 
 
 def _ordinals(env: WorkflowTestEnv, run_id: str) -> dict[str, int | None]:
@@ -59,12 +49,7 @@ def test_a_renamed_step_fails_at_its_ordinal_before_anything_of_the_new_code_run
     code, message, data = _failure(env, run_id)
     assert code == "NON_DETERMINISM"
     assert "#0" in message and "'first'" in message and "'renamed'" in message
-    assert data == {
-        "ordinal": 0,
-        "scope": "",
-        "expected": {"id": "first", "kind": "step"},
-        "found": {"id": "renamed", "kind": "step"},
-    }
+    assert data == divergence(0, "", ("first", "step"), ("renamed", "step"))
     assert calls.names == []  # neither `renamed`, nor `second`, nor `after`
 
 
@@ -94,12 +79,7 @@ def test_a_step_renamed_inside_map_items_fails_in_the_item_before_it_runs() -> N
     code, message, data = _failure(env, run_id)
     assert code == "NON_DETERMINISM"
     assert "'m0.0'" in message
-    assert data == {
-        "ordinal": 0,
-        "scope": "m0.0",
-        "expected": {"id": "m0.0/a", "kind": "step"},
-        "found": {"id": "m0.0/a2", "kind": "step"},
-    }
+    assert data == divergence(0, "m0.0", ("m0.0/a", "step"), ("m0.0/a2", "step"))
     assert calls.names == []
 
 
@@ -109,9 +89,7 @@ def test_a_step_inserted_where_an_unfinished_parallel_stands_fails_before_it_run
     run_id = park_then_change(env, calls, lambda: deploy_parallel(inserted=True))
     code, _, data = _failure(env, run_id)
     assert code == "NON_DETERMINISM"
-    assert data["ordinal"] == 1
-    assert data["expected"] == {"id": "batch:p0", "kind": "batch"}
-    assert data["found"] == {"id": "inserted", "kind": "step"}
+    assert data == divergence(1, "", ("batch:p0", "batch"), ("inserted", "step"))
     assert calls.names == []
 
 
@@ -155,16 +133,19 @@ def _ok(output: Any, ordinal: int | None, kind: str = "step") -> dict[str, Any]:
     return StepJournalEntry(status="ok", kind=kind, output=output, ordinal=ordinal).to_wire()
 
 
+def _steps_harness(calls: Calls, *ids: str) -> Harness:
+    """A harness for a body that runs the steps ``ids`` in order and returns the last."""
+
+    @workflow(id="ord.steps")
+    def body(data: Any, ctx: Any) -> Any:
+        return [ctx.step(step_id, calls.run, step_id) for step_id in ids][-1]
+
+    return Harness("ord.steps")
+
+
 def test_a_journalled_step_reached_at_another_ordinal_fails_before_the_body_goes_on() -> None:
     calls = Calls()
-
-    @workflow(id="ord.swapped")
-    def body(data: Any, ctx: Any) -> Any:
-        ctx.step("second", calls.run, "second")
-        ctx.step("first", calls.run, "first")
-        return ctx.step("third", calls.run, "third")
-
-    harness = Harness("ord.swapped")
+    harness = _steps_harness(calls, "second", "first", "third")
     harness.journal = {"stepResults": {"first": _ok(1, 0), "second": _ok(2, 1)}}
     result = harness.call()
     assert (result["status"], result["error"]["code"]) == ("failed", "NON_DETERMINISM")
@@ -183,12 +164,7 @@ def test_another_kind_at_a_journalled_ordinal_fails_before_its_body_runs() -> No
     harness = Harness("ord.kind")
     harness.journal = {"stepResults": {"first": _ok(1, 0)}}
     result = harness.call()
-    assert result["error"]["data"] == {
-        "ordinal": 0,
-        "scope": "",
-        "expected": {"id": "first", "kind": "step"},
-        "found": {"id": "group:first", "kind": "group"},
-    }
+    assert result["error"]["data"] == divergence(0, "", ("first", "step"), ("group:first", "group"))
     assert calls.names == []
 
 
@@ -210,14 +186,7 @@ def test_a_body_that_swallows_the_error_runs_nothing_more() -> None:
 
 def test_a_journal_written_before_ordinals_replays_and_new_entries_get_theirs() -> None:
     calls = Calls()
-
-    @workflow(id="ord.old")
-    def body(data: Any, ctx: Any) -> Any:
-        ctx.step("first", calls.run, "first")
-        ctx.step("second", calls.run, "second")
-        return ctx.step("third", calls.run, "third")
-
-    harness = Harness("ord.old")
+    harness = _steps_harness(calls, "first", "second", "third")
     harness.journal = {"stepResults": {"first": _ok("first", None), "second": _ok("second", None)}}
     result = harness.call()
     assert (result["status"], result["output"]) == ("completed", "third")
@@ -228,12 +197,7 @@ def test_a_journal_written_before_ordinals_replays_and_new_entries_get_theirs() 
 
 def test_a_journal_written_before_ordinals_keeps_the_check_at_the_end() -> None:
     calls = Calls()
-
-    @workflow(id="ord.old_renamed")
-    def body(data: Any, ctx: Any) -> Any:
-        return ctx.step("renamed", calls.run, "renamed")
-
-    harness = Harness("ord.old_renamed")
+    harness = _steps_harness(calls, "renamed")
     harness.journal = {"stepResults": {"first": _ok("first", None)}}
     result = harness.call()
     assert (result["status"], result["error"]["code"]) == ("failed", "NON_DETERMINISM")

@@ -72,6 +72,29 @@ def test_unchanged_code_journals_each_entry_with_its_ordinal_in_its_scope() -> N
     }
 
 
+def test_groups_tokens_conditions_and_callbacks_are_numbered_with_the_steps() -> None:
+    calls = Calls()
+
+    @workflow(id="ord.kinds")
+    def body(data: Any, ctx: Any) -> Any:
+        ctx.group("g", lambda g: [g.step("a", calls.run, "a"), g.step("b", calls.run, "b")])
+        ctx.wait_for_token(token_id="approval")
+        ctx.wait_for_condition(lambda state: (True, state), 0, name="ready")
+        return ctx.step("last", calls.run, "last")
+
+    result = Harness("ord.kinds").call()
+    assert result["status"] == "completed"
+    ordinals = {key: e.get("ordinal") for key, e in result["journal"]["stepResults"].items()}
+    assert ordinals == {
+        "g/a": 0,
+        "g/b": 1,
+        "group:g": 0,
+        "token:approval": 1,
+        "condition:ready": 2,
+        "last": 3,
+    }
+
+
 def test_a_step_renamed_inside_map_items_fails_in_the_item_before_it_runs() -> None:
     calls = Calls()
     env = WorkflowTestEnv([deploy_map("a")], services={"calls": calls})

@@ -23,6 +23,7 @@ from relayflow.protocol import (
     WaitpointResolution,
 )
 from relayflow.sdk.checkpoints import Checkpointer
+from relayflow.sdk.ordinals import JournalOrder, Operation
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
 
@@ -108,6 +109,9 @@ class Invocation:
         self._yielding = False
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, str], str] = {}
+        self._order = JournalOrder(self.journal.step_results)
+        #: The ordinal of each key reached in order in this invocation, stamped on its entry.
+        self._ordinals: dict[str, int] = {}
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -124,9 +128,33 @@ class Invocation:
         self._claimed.add(key)
         self.last_op = key
 
+    def reach(
+        self, key: str, kind: str, scope: str, ordinal: int | None
+    ) -> StepJournalEntry | None:
+        """Claim ``key`` as operation ``ordinal`` of ``scope`` (``None``: not numbered) and
+        return its journal entry; an operation the journal does not have at that position,
+        or any operation after a non-determinism was found, raises before it runs."""
+        if self.nondeterminism is not None:
+            raise self.nondeterminism
+        self.claim(key)
+        if ordinal is not None:
+            self._ordinals[key] = ordinal
+            divergence = self._order.check(scope, ordinal, Operation(key, kind))
+            if divergence is not None:
+                raise self.nondeterministic(divergence.message(), data=divergence.data())
+        return self.entry(key, kind)
+
+    def share_ordinal(self, holder: str, keys: list[str]) -> None:
+        """Journal the entries of ``keys`` at the position of ``holder`` (a batch's branches)."""
+        ordinal = self._ordinals.get(holder)
+        if ordinal is not None:
+            self._ordinals.update(dict.fromkeys(keys, ordinal))
+
     def record(self, key: str, entry: StepJournalEntry) -> None:
         """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
         (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
+        if entry.ordinal is None:
+            entry.ordinal = self._ordinals.get(key)
         self.journal.step_results[key] = entry
         changed = self.journal_overruns()
         if self.checkpointer is not None:
@@ -172,9 +200,9 @@ class Invocation:
             )
         return found
 
-    def nondeterministic(self, message: str) -> NonDeterminismError:
+    def nondeterministic(self, message: str, *, data: Any = None) -> NonDeterminismError:
         """Record (the first) non-determinism: the run fails with it whatever the body does."""
-        error = NonDeterminismError(message)
+        error = NonDeterminismError(message, data=data)
         if self.nondeterminism is None:
             self.nondeterminism = error
         return error
@@ -209,7 +237,10 @@ class Invocation:
 
         ``may_yield=False`` is for an at-most-once attempt already journalled as started: it
         must run in this very invocation, or a later one would count it as interrupted.
+        Nothing starts once a non-determinism was found (a body may have swallowed it).
         """
+        if self.nondeterminism is not None:
+            raise self.nondeterminism
         self.check_cancel()
         self._live_count += 1
         if not may_yield:

@@ -68,8 +68,7 @@ def run_step(
         raise ValueError(f"invalid semantics: {opts.semantics!r}")
     inv = core.inv
     key = core.key(step_id)
-    inv.claim(key)
-    entry = inv.entry(key, "step")
+    entry = core.reach(key, "step")
     if entry is not None:
         _replay_metadata(core, entry)
         if entry.status in ("ok", "err"):

@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import pydantic_core
+from pydantic import BaseModel
 
 from relayflow.core.record import RunRecord
 
@@ -79,7 +80,10 @@ FIELD_OF_KEY: dict[str, str] = {
 
 
 def encode(value: Any) -> bytes:
-    """Compact JSON of a stored value (models by alias), as UTF-8."""
+    """Compact JSON of a stored value (models by alias, without the fields at their default,
+    which reading fills in again), as UTF-8."""
+    if isinstance(value, BaseModel):
+        return value.__pydantic_serializer__.to_json(value, by_alias=True, exclude_defaults=True)
     return pydantic_core.to_json(value, by_alias=True)
 
 

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SOURCES := shared functions infra tests examples bench docs/hooks
 
-.PHONY: dev test lint typecheck suite unit e2e bench clean browser
+.PHONY: dev test lint typecheck suite unit e2e bench clean browser dist
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,10 +68,18 @@ docs-build: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# The wheel and the sdist a user installs (pip install "dist/relayflow-<version>-...whl[local]").
+# `python -m build` fetches its build backend (setuptools) from the package index.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 # ---- infrastructure (CDK) -------------------------------------------------------------------
-# Synthesis is offline: no Docker, no AWS credentials. Lambda code is bundled by pip
+# Synthesis needs no Docker and no AWS credentials. Lambda code is bundled by pip
 # (--platform manylinux2014_<arch> --only-binary=:all:) into cdk.out/.relayflow-bundles,
-# cached by a hash of the sources. `.venv/bin` goes first on PATH so that cdk.json's
+# cached by a hash of the sources: the first synth needs the package index, or a folder of
+# those wheels in RELAYFLOW_WHEELHOUSE (`make synth RELAYFLOW_WHEELHOUSE=~/wheels`).
+# `.venv/bin` goes first on PATH so that cdk.json's
 # `python3 infra/app.py` runs with the project's virtualenv when the CDK CLI is used.
 STAGE ?= dev
 CDK_VERSION ?= 2

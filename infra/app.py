@@ -24,6 +24,7 @@ from aws_cdk import App, Validations  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from infra.stack import RelayflowStack, stack_for_stage, stage_settings  # noqa: E402
+from relayflow.cdk import BundleError  # noqa: E402
 
 __all__ = ["build_app", "cdk_json_context", "command_line_context", "main"]
 
@@ -82,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """
     context = command_line_context(sys.argv[1:] if argv is None else argv)
     outdir = os.environ.get("CDK_OUTDIR") or str(_ROOT / "cdk.out")
-    app, _ = build_app(context, outdir=outdir)
+    try:
+        app, _ = build_app(context, outdir=outdir)
+    except BundleError as exc:
+        raise SystemExit(f"relayflow: {exc}") from None
     app.synth()
 
 

@@ -61,6 +61,7 @@ ENV_DISPATCH_BACKOFF_MAX = "RELAYFLOW_DISPATCH_BACKOFF_MAX"
 ENV_CHECKPOINT_TABLE = "RELAYFLOW_CHECKPOINT_TABLE"
 ENV_HTTP_CHECKPOINT_URL = "RELAYFLOW_HTTP_CHECKPOINT_URL"
 ENV_REQUIRE_PER_STEP_DURABILITY = "RELAYFLOW_REQUIRE_PER_STEP_DURABILITY"
+ENV_OVERRUN_GRACE_MAX = "RELAYFLOW_OVERRUN_GRACE_MAX"
 #: Comma-separated modules imported before a function serves, so that the workflows they
 #: define (and their ``trigger_on`` filters) are registered (``examples`` in the sample stack).
 ENV_WORKFLOW_MODULES = "RELAYFLOW_WORKFLOW_MODULES"
@@ -108,6 +109,7 @@ ALL_ENV_NAMES: tuple[str, ...] = (
     ENV_CHECKPOINT_TABLE,
     ENV_HTTP_CHECKPOINT_URL,
     ENV_REQUIRE_PER_STEP_DURABILITY,
+    ENV_OVERRUN_GRACE_MAX,
 )
 
 DispatcherKind = Literal["inline", "lambda", "http"]
@@ -136,6 +138,7 @@ DEFAULT_DELIVERY_ID_MEMORY_MS = 365 * 86_400_000
 DEFAULT_DISPATCH_MAX_ATTEMPTS = 5
 DEFAULT_DISPATCH_BACKOFF_MS = 1_000
 DEFAULT_DISPATCH_BACKOFF_MAX_MS = 60_000
+DEFAULT_OVERRUN_GRACE_MAX_MS = 300_000
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
@@ -240,6 +243,9 @@ class Settings:
             (``RELAYFLOW_REQUIRE_PER_STEP_DURABILITY``): a run whose step host cannot
             checkpoint each step fails with ``durability_unavailable`` instead of running
             durable per invocation.
+        overrun_grace_max_ms: The longest a step's next attempt waits for the code of an
+            attempt given up at its timeout that still runs in the step host (the wait is
+            twice the step's timeout, capped by this; ``RELAYFLOW_OVERRUN_GRACE_MAX``).
     """
 
     table_name: str | None = None
@@ -281,6 +287,7 @@ class Settings:
     checkpoint_table: str | None = None
     http_checkpoint_url: str | None = None
     require_per_step_durability: bool = False
+    overrun_grace_max_ms: int = DEFAULT_OVERRUN_GRACE_MAX_MS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -372,6 +379,7 @@ class Settings:
             checkpoint_table=text(ENV_CHECKPOINT_TABLE),
             http_checkpoint_url=text(ENV_HTTP_CHECKPOINT_URL),
             require_per_step_durability=_flag(env, ENV_REQUIRE_PER_STEP_DURABILITY),
+            overrun_grace_max_ms=read_overrun_grace_max_ms(env),
         )
 
     def core_settings(self) -> CoreSettings:
@@ -451,6 +459,15 @@ def current_settings() -> Settings:
     Tests that change the environment call ``current_settings.cache_clear()``.
     """
     return Settings.from_env(os.environ)
+
+
+def read_overrun_grace_max_ms(env: Mapping[str, str] = os.environ) -> int:
+    """``RELAYFLOW_OVERRUN_GRACE_MAX`` alone, for step hosts that read no other setting.
+
+    Raises:
+        ValidationError: The variable is not a duration (the message names it).
+    """
+    return _duration_ms(env, ENV_OVERRUN_GRACE_MAX, DEFAULT_OVERRUN_GRACE_MAX_MS)
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:

@@ -19,6 +19,7 @@ from relayflow.core.views import (
     RunListPage,
     TimelineEntry,
     TimelinePage,
+    UnavailableValue,
     cap_value,
     detail,
     journal_events,
@@ -44,9 +45,10 @@ from relayflow.errors import (
     WorkflowNotFoundError,
 )
 from relayflow.json_values import non_json_reason
-from relayflow.payloads import is_pointer, resolve
+from relayflow.payloads import resolve
 from relayflow.ports import ManifestStore, PayloadStore, RunQuery, RunWatcher, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
+from relayflow.run_views import read_for_view, resolve_detail
 from relayflow.token_ids import locate
 
 WorkflowRef = Any
@@ -547,21 +549,22 @@ class WorkflowAdmin:
             return None
         return [cap_value(e, resolve=self._resolve) for e in timeline(record, values=True)]
 
-    def describe(self, record: RunRecord, *, values: bool = False) -> RunDetail:
+    def describe(
+        self,
+        record: RunRecord,
+        *,
+        values: bool = False,
+        unavailable: Sequence[UnavailableValue] = (),
+    ) -> RunDetail:
         """The detail of ``record``, with inputs and outputs held in the payload store resolved.
 
         With ``values`` every timeline entry carries its checkpointed value (resolved from the
-        payload store, capped per entry at ``TIMELINE_VALUE_CAP_BYTES``).
+        payload store, capped per entry at ``TIMELINE_VALUE_CAP_BYTES``). A value the payload
+        store cannot give is left out and listed in ``values_unavailable`` (with those in
+        ``unavailable``, left out of ``record`` already).
         """
         view = detail(record, self._entries(record, values))
-        if self._payloads is None or not (is_pointer(view.input) or is_pointer(view.output)):
-            return view
-        return view.model_copy(
-            update={
-                "input": resolve(view.input, self._payloads),
-                "output": resolve(view.output, self._payloads),
-            }
-        )
+        return resolve_detail(view, self._payloads, list(unavailable))
 
     def list_runs(
         self,
@@ -592,7 +595,8 @@ class WorkflowAdmin:
             cursor=cursor,
         )
         page = self.engine.runs.list_runs(query)
-        return RunListPage(runs=[summary(r) for r in page.runs], next_cursor=page.next_cursor)
+        runs = [summary(r, page.unavailable.get(r.id, ())) for r in page.runs]
+        return RunListPage(runs=runs, next_cursor=page.next_cursor)
 
     def get_run(self, run_id: str, *, values: bool = False) -> RunDetail | None:
         """The run's detail with its timeline, or None.
@@ -604,8 +608,10 @@ class WorkflowAdmin:
                 and capped per entry (``TIMELINE_VALUE_CAP_BYTES``; larger ones are left out
                 with ``value_truncated``).
         """
-        record = self.engine.runs.get(run_id)
-        return self.describe(record, values=values) if record is not None else None
+        record, unavailable = read_for_view(self.engine.runs, run_id)
+        if record is None:
+            return None
+        return self.describe(record, values=values, unavailable=unavailable)
 
     def timeline(
         self,
@@ -624,12 +630,13 @@ class WorkflowAdmin:
             RunNotFoundError: No such run.
             ValidationError: A bad cursor or limit.
         """
-        record = self.engine.runs.get(run_id)
+        record, unavailable = read_for_view(self.engine.runs, run_id)
         if record is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return timeline_page(
+        page = timeline_page(
             record, values=values, cursor=cursor, limit=limit, resolve=self._resolve
         )
+        return page.model_copy(update={"values_unavailable": unavailable}) if unavailable else page
 
     def cancel_run(
         self, run_id: str, *, reason: str | None = None, compensate: bool = False

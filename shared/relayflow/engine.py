@@ -19,7 +19,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
-from relayflow.core.checkpoints import cancel_entry, fence_entry, fold
+from relayflow.core.checkpoints import (
+    UNAVAILABLE_REASON,
+    cancel_entry,
+    ended_unavailable,
+    fence_entry,
+    fold,
+)
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -53,6 +59,7 @@ from relayflow.errors import (
     RunNotFoundError,
     RunTerminalError,
     StaleRunError,
+    StorageRefusedError,
     ValidationError,
 )
 from relayflow.leases import LeaseKeeper
@@ -188,6 +195,17 @@ class Engine:
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 
+    def _interrupted(self, run_id: str, reason: str) -> None:
+        """Tell the observers that a drive or invocation of ``run_id`` ended on a transient
+        failure of relayflow's own AWS resources; the run is driven again (the next
+        invocation, a lease expiry and the sweeper, an alarm or a redelivered event)."""
+        _log.warning("run %s interrupted (%s); it will be driven again", run_id, reason)
+        for observer in self._observers:
+            try:
+                observer.on_interrupted(run_id, reason)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
     def _note_saved(self, saved: RunRecord) -> None:
         watched: dict[str, RunRecord] | None = getattr(self._local, "watched", None)
         if watched is not None and saved.id in watched:
@@ -271,6 +289,11 @@ class Engine:
     def _handing_off(self) -> bool:
         return bool(getattr(self._local, "hand_off", False))
 
+    def hand_off_or_raise(self, run_id: str) -> None:
+        """Like :meth:`hand_off`, raising what the hand-off raised (for a caller that tells
+        whoever started the run that the sweeper, not a drive, takes it from here)."""
+        self._handoff(run_id, self.clock.now_ms())
+
     def hand_off(self, run_id: str) -> None:
         """Let the run be driven elsewhere now (the drive function), not in this process.
 
@@ -278,7 +301,7 @@ class Engine:
         sweeper drives it.
         """
         try:
-            self._handoff(run_id, self.clock.now_ms())
+            self.hand_off_or_raise(run_id)
         except RelayflowError:
             _log.exception("run %s could not be handed off; the sweeper will drive it", run_id)
 
@@ -667,9 +690,16 @@ class Engine:
         with self.budget(self.settings.drive_budget_ms):
             try:
                 while (run_id := work.pop()) is not None:
-                    self._drive_one(
-                        run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
-                    )
+                    try:
+                        self._drive_one(
+                            run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
+                        )
+                    except RelayflowError as exc:
+                        # Throttled or unavailable storage: nothing unsaved is lost, the
+                        # caller's retry or the sweeper drives the run again.
+                        if getattr(exc, "transient", False):
+                            self._interrupted(run_id, exc.code)
+                        raise
             except DriveAbandoned:
                 # The process died: nothing more is saved; a new process has a new identity.
                 self._owner = f"drv_{secrets.token_hex(6)}"
@@ -839,14 +869,14 @@ class Engine:
         return saved
 
     def _fail_unsaveable(self, stored: RunRecord, exc: RelayflowError) -> None:
-        """The store refused a save for a reason no retry fixes: end the run ``failed``
-        (code ``run_save_refused``) from its last saved state, instead of leaving it leased
-        and re-driven after every lease expiry."""
+        """The store refused a save for a reason no retry fixes: end the run ``failed`` from
+        its last saved state, instead of leaving it leased and re-driven after every lease
+        expiry. The code is the storage's own when it names what was refused (a permission,
+        a size limit), else ``run_save_refused``."""
         rec = working_copy(stored)
         message = f"the run could not be saved: {exc.message}"
-        effects = finish(
-            rec, "failed", self.clock.now_ms(), error=runtime_error("run_save_refused", message)
-        )
+        code = exc.code if isinstance(exc, StorageRefusedError) else "run_save_refused"
+        effects = finish(rec, "failed", self.clock.now_ms(), error=runtime_error(code, message))
         rec.lease = None
         rec.dirty = False
         try:
@@ -982,6 +1012,8 @@ class Engine:
         if held.lost:
             # Another driver took the run (and fenced the host off): nothing here is saved.
             return None
+        if answer is not None and ended_unavailable(answer[1]):
+            self._interrupted(saved.id, UNAVAILABLE_REASON)
         return self._settle_answer(
             held.record, owner, sent, answer, failure, work, then_begin=then_begin
         )

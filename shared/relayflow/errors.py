@@ -72,6 +72,24 @@ class StepInterruptedError(RelayflowError):
     step_id: str | None = None
 
 
+class StepStillRunningError(RelayflowError):
+    """The code of a step attempt given up at its timeout still ran in the step host when
+    the grace after that timeout ended: the next attempt was not started beside it."""
+
+    code = "STEP_STILL_RUNNING"
+    category = RUNTIME_ERROR
+
+
+class NotJsonError(FatalError, TypeError):
+    """A value that JSON cannot hold as it is (a set, a key that is not a string, bytes, a
+    datetime...) was given where a run keeps values; never retried.
+
+    ``data`` is ``{"path": ...}``, where in the value the problem is (``$.items[3].key``).
+    """
+
+    code = "NOT_JSON"
+
+
 class StepFailedError(RelayflowError):
     """A step failed for good; raised in the body with the journalled code and message.
 
@@ -112,10 +130,51 @@ class TokenFailedError(RelayflowError):
     code = "TOKEN_FAILED"
 
 
+def child_ended_message(status: str) -> str:
+    """The message of a child run that ended with ``status`` and no message of its own."""
+    return f"child run ended with status {status}"
+
+
 class ChildRunError(RelayflowError):
-    """A child run started with ``ctx.invoke`` ended without completing."""
+    """A child run started with ``ctx.invoke`` ended without completing.
+
+    Its ``code`` is always ``CHILD_RUN_ENDED``; the child's own error is in ``child_code``
+    and ``child_message`` (``CHILD_RUN_ENDED`` and a generated message when the child ended
+    without an error of its own). Both are kept in ``data`` (``childCode``, ``childMessage``)
+    so that they survive the journal: an error checkpointed by a group, and replayed from it,
+    still carries them.
+    """
 
     code = "CHILD_RUN_ENDED"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str | None = None,
+        data: Any = None,
+        child_code: str | None = None,
+        child_message: str | None = None,
+    ) -> None:
+        facts = {"childCode": child_code, "childMessage": child_message}
+        child = {key: value for key, value in facts.items() if value is not None}
+        if child and (data is None or isinstance(data, dict)):
+            data = {**(data or {}), **child}
+        super().__init__(message, code=code, data=data)
+
+    @property
+    def child_code(self) -> str | None:
+        """The code of the child's own error."""
+        return self._child_fact("childCode")
+
+    @property
+    def child_message(self) -> str | None:
+        """The message of the child's own error."""
+        return self._child_fact("childMessage")
+
+    def _child_fact(self, key: str) -> str | None:
+        value = self.data.get(key) if isinstance(self.data, dict) else None
+        return value if isinstance(value, str) else None
 
 
 class NonDeterminismError(RelayflowError):
@@ -257,6 +316,15 @@ class CheckpointUnavailableError(RelayflowError):
 
     code = "checkpoint_unavailable"
     category = RUNTIME_ERROR
+
+
+class StorageRefusedError(RelayflowError):
+    """relayflow's own storage or alarms refused a request for good (a missing permission, a
+    size limit): no retry can succeed. ``code`` names the service and what was refused
+    (``dynamodb_access_denied``, ``dynamodb_item_too_large``...)."""
+
+    category = RUNTIME_ERROR
+    transient = False
 
 
 class CheckpointFencedSignal(BaseException):

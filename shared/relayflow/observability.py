@@ -16,6 +16,9 @@ RUNS_FAILED = "runs.failed"
 RUNS_CANCELLED = "runs.cancelled"
 RUNS_COMPENSATED = "runs.compensated"
 STEPS_RETRIED = "steps.retried"
+#: Drives and invocations ended by a transient failure of relayflow's own AWS resources
+#: (throttling, 5xx, timeouts); each such run is driven again from its last durable point.
+RUNS_REDRIVEN = "runs.redriven"
 
 _END_COUNTERS = {
     "completed": RUNS_COMPLETED,
@@ -33,7 +36,8 @@ class Counters(Protocol):
 
 
 class RunMetrics:
-    """Counts runs that end (by status) and step attempts that failed and will run again."""
+    """Counts runs that end (by status), step attempts that failed and will run again, and
+    runs driven again after a transient failure of relayflow's own storage or alarms."""
 
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
@@ -45,6 +49,10 @@ class RunMetrics:
         retried = _retries(after) - (_retries(before) if before is not None else 0)
         if retried > 0:
             self.counters.count(STEPS_RETRIED, retried)
+
+    def on_interrupted(self, run_id: str, reason: str) -> None:
+        """Count a run whose drive or invocation a transient failure ended."""
+        self.counters.count(RUNS_REDRIVEN)
 
 
 def _retries(record: RunRecord) -> int:

@@ -37,6 +37,10 @@ class PayloadIntegrityError(RelayflowError):
     category = RUNTIME_ERROR
 
 
+#: The payload store cannot give a value: gone, or not the bytes its reference names.
+UNREADABLE_PAYLOADS = (PayloadNotFoundError, PayloadIntegrityError)
+
+
 def payload_ref(data: bytes) -> str:
     """The reference of ``data`` in any payload store: ``sha256:<hex>``."""
     return REF_PREFIX + hashlib.sha256(data).hexdigest()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from relayflow.core.record import InboxItem, RunRecord
+    from relayflow.core.views import UnavailableValue
     from relayflow.protocol import CheckpointEntry
 
 
@@ -53,6 +54,18 @@ class RunPage:
 
     runs: list[RunRecord]
     next_cursor: str | None
+    #: By run id: values of listed runs the payload store no longer gives (left out).
+    unavailable: Mapping[str, list[UnavailableValue]] = field(default_factory=dict)
+
+
+@runtime_checkable
+class LenientRunReader(Protocol):
+    """A run store whose values may live in a payload store: it can still read a run whose
+    payload store lost some of them, for views (a run read so is never saved)."""
+
+    def get_lenient(self, run_id: str) -> tuple[RunRecord, list[UnavailableValue]] | None:
+        """The record without the values that cannot be read, and which ones those are."""
+        ...
 
 
 class RunStore(Protocol):
@@ -260,6 +273,10 @@ class RunObserver(Protocol):
     """Told about every save of a run (metrics, logs); must not raise or block."""
 
     def on_saved(self, before: RunRecord | None, after: RunRecord) -> None: ...
+
+    def on_interrupted(self, run_id: str, reason: str) -> None:
+        """A drive or invocation of ``run_id`` ended on a transient failure of relayflow's own
+        storage or alarms (``reason``); the run is driven again from its last durable point."""
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,14 @@ class StepJournalEntry(WireModel):
     #: The name the author gave the operation (token, condition, group, branch or map item),
     #: shown in the run's history.
     name: str | None = None
+    #: Starts of the next attempt refused so far because the code of an attempt given up at
+    #: its timeout still ran in the step host (a relayflow extension; refusals are no attempts).
+    refused_starts: int | None = None
+    #: relayflow extension: the entry's position among the operations of its scope (the
+    #: body, a group, a parallel branch or a map item) in the order the body reached them,
+    #: from 0; a branch's entry holds its parallel's or map's. Replays check each operation
+    #: against it. Absent from reference journals and from entries written before it existed.
+    ordinal: int | None = None
 
 
 class WaitpointResolution(WireModel):

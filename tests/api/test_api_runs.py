@@ -122,6 +122,7 @@ def test_list_filters_and_pages_with_real_cursors(api: Api, env: WorkflowTestEnv
         "tags",
         "startedAt",
         "completedAt",
+        "valuesUnavailable",
     }
 
 
@@ -498,9 +499,9 @@ def test_a_keyed_trigger_of_an_existing_run_is_answered_even_once_unlisted(
 def test_timeline_shows_when_a_timed_out_attempt_really_ended() -> None:
     import threading
 
+    from relayflow.sdk.overruns import ABANDONED
     from relayflow.sdk.registry import workflow
     from relayflow.sdk.retry import RetryPolicy
-    from relayflow.sdk.runner import _ABANDONED
 
     release, ended = threading.Event(), threading.Event()
     calls: list[int] = []
@@ -532,7 +533,7 @@ def test_timeline_shows_when_a_timed_out_attempt_really_ended() -> None:
         released_at = env.now()
         release.set()
     # The host journals the end once the code's thread is done, before the next attempt.
-    assert ended.wait(10) and _ABANDONED.wait_clear(f"{run['id']}:export", 10)
+    assert ended.wait(10) and ABANDONED.wait_clear(f"{run['id']}:export", 10)
     env.advance("10m")
     env.run_until_idle()
 

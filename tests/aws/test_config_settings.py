@@ -22,6 +22,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.signing_mode == "relayflow"
     assert settings.table_name is None
     assert settings.region is None
+    assert settings.overrun_grace_max_ms == 300_000
 
 
 def test_every_variable_is_read() -> None:
@@ -66,6 +67,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_CHECKPOINT_TABLE: "runs",
         config.ENV_HTTP_CHECKPOINT_URL: "https://api.example",
         config.ENV_REQUIRE_PER_STEP_DURABILITY: "true",
+        config.ENV_OVERRUN_GRACE_MAX: "90s",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -113,6 +115,7 @@ def test_every_variable_is_read() -> None:
     )
     assert (settings.sweep_budget_ms, settings.lambda_margin_ms) == (60_000, 4_000)
     assert settings.delivery_id_memory_ms == 30 * 86_400_000
+    assert settings.overrun_grace_max_ms == 90_000
 
 
 def test_a_budget_is_capped_by_the_lambdas_remaining_time_less_the_margin() -> None:
@@ -170,11 +173,26 @@ def test_inline_drive_budget_accepts_milliseconds_and_durations(raw: str, ms: in
             {config.ENV_REQUIRE_PER_STEP_DURABILITY: "sometimes"},
             config.ENV_REQUIRE_PER_STEP_DURABILITY,
         ),
+        ({config.ENV_OVERRUN_GRACE_MAX: "a while"}, config.ENV_OVERRUN_GRACE_MAX),
     ],
 )
 def test_unusable_values_are_refused_naming_the_variable(env: dict[str, str], names: str) -> None:
     with pytest.raises(ValidationError, match=names):
         Settings.from_env(env)
+
+
+def test_step_hosts_cap_the_grace_of_a_timed_out_attempt_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from relayflow.worker import ExecutorOptions
+
+    assert ExecutorOptions().overrun_grace_max_ms == 300_000
+    monkeypatch.setenv(config.ENV_OVERRUN_GRACE_MAX, "2m")
+    assert ExecutorOptions().overrun_grace_max_ms == 120_000
+    assert ExecutorOptions(overrun_grace_max_ms=5).overrun_grace_max_ms == 5
+    monkeypatch.setenv(config.ENV_OVERRUN_GRACE_MAX, "soon")
+    with pytest.raises(ValidationError, match=config.ENV_OVERRUN_GRACE_MAX):
+        ExecutorOptions()
 
 
 def test_require_names_the_missing_variable() -> None:

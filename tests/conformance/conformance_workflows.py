@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relayflow.errors import FatalError
+from relayflow.errors import ChildRunError, FatalError
 from relayflow.sdk import RetryPolicy, workflow
 
 
@@ -80,6 +80,21 @@ def child(data: Any, ctx: Any) -> Any:
 @workflow(id="conf.parent")
 def parent(data: Any, ctx: Any) -> Any:
     return ctx.invoke("conf.child", {"n": 21})
+
+
+@workflow(id="conf.gives_up")
+def gives_up(data: Any, ctx: Any) -> Any:
+    ctx.compensate()
+
+
+@workflow(id="conf.parent_catches")
+def parent_catches(data: Any, ctx: Any) -> Any:
+    # The reference body: try { return await ctx.invoke(child) } catch (e) {
+    #   return { code: e.code, message: e.message } }
+    try:
+        return ctx.invoke(data["child"], None)
+    except ChildRunError as exc:
+        return {"code": exc.child_code, "message": exc.child_message}
 
 
 @workflow(id="conf.streams")

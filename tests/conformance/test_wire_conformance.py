@@ -38,6 +38,8 @@ WORKFLOWS = [
     wf.token,
     wf.child,
     wf.parent,
+    wf.gives_up,
+    wf.parent_catches,
     wf.streams,
     wf.metadata,
     wf.saga,

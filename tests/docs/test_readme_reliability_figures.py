@@ -26,6 +26,7 @@ def test_the_recorded_totals_say_nothing_was_lost() -> None:
         lost = {name: totals[name] for name in totals if name.startswith("runs_lost")}
         assert set(lost.values()) == {0}, f"{sweep}: {lost}"
         assert totals["double_executions"] == totals["server_errors"] == 0, sweep
+        assert totals["runs_failed_transient"] == 0, sweep
 
 
 def test_a_readme_that_differs_from_the_run_fails_the_check(

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -28,6 +29,12 @@ def free_port() -> int:
 
 def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "relayflow.cli", *args]
+
+
+def console_script_command(*args: str) -> list[str]:
+    """The installed ``relayflow`` script: unlike ``python -m``, it does not put the current
+    directory on ``sys.path`` by itself."""
+    return [str(Path(sys.executable).parent / "relayflow"), *args]
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -81,14 +88,17 @@ def _pump(stream: object, into: list[str]) -> None:
 
 
 def start_dev(
-    *extra: str, state_dir: Path | None = None, app: str = "examples", cwd: Path = ROOT
+    *extra: str,
+    state_dir: Path | None = None,
+    app: str = "examples",
+    cwd: Path = ROOT,
+    console_script: bool = False,
 ) -> DevProcess:
     port, moto_port = free_port(), free_port()
     env = child_env(**({"RELAYFLOW_DEV_STATE": str(state_dir)} if state_dir else {}))
+    command = console_script_command if console_script else cli_command
     process = subprocess.Popen(
-        cli_command(
-            "dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra
-        ),
+        command("dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra),
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -114,3 +124,25 @@ def start_dev(
         time.sleep(0.1)
     dev.kill()
     raise AssertionError(f"relayflow dev not ready in {READY_TIMEOUT_S}s:\n{dev.output()}")
+
+
+def get_run(url: str, run_id: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET /api/runs/{id}``, which must answer 200."""
+    answer = requests.get(f"{url}/api/runs/{run_id}", headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
+    run: dict[str, Any] = answer.json()
+    return run
+
+
+def wait_until_completed(
+    url: str, run_id: str, headers: dict[str, str], timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """The run once completed; fails at once if it ends otherwise."""
+    deadline = time.monotonic() + timeout_s
+    run = get_run(url, run_id, headers)
+    while run["status"] != "completed":
+        assert run["status"] in ("running", "waiting"), run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+        run = get_run(url, run_id, headers)
+    return run

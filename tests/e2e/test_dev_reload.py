@@ -5,10 +5,9 @@ from __future__ import annotations
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import requests
-from dev_process import start_dev
+from dev_process import start_dev, wait_until_completed
 
 TOKEN = "reload-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -24,13 +23,6 @@ async def greet(data, ctx):
 
 GREETING = "{greeting}"
 """
-
-
-def _run(url: str, run_id: str) -> dict[str, Any]:
-    answer = requests.get(f"{url}/api/runs/{run_id}", headers=AUTH, timeout=10)
-    assert answer.status_code == 200, answer.text
-    run: dict[str, Any] = answer.json()
-    return run
 
 
 def test_a_changed_module_is_reloaded_and_the_waiting_run_finishes_with_it(
@@ -63,13 +55,7 @@ def test_a_changed_module_is_reloaded_and_the_waiting_run_finishes_with_it(
             timeout=30,
         )
         assert signal.status_code == 200, signal.text
-        deadline = time.monotonic() + 30
-        run = _run(dev.url, run_id)
-        while run["status"] != "completed":
-            assert run["status"] in ("running", "waiting"), run
-            assert time.monotonic() < deadline, run
-            time.sleep(0.1)
-            run = _run(dev.url, run_id)
+        run = wait_until_completed(dev.url, run_id, AUTH, timeout_s=30)
         assert run["output"] == {"greeting": "bonjour ada"}
     finally:
         try:

@@ -123,3 +123,48 @@ def test_a_failing_drive_does_not_stop_the_scheduler(scheduler_client: Any) -> N
 )
 def test_due_time(expression: str, payload: dict[str, Any] | None, expected: int | None) -> None:
     assert due_time_ms(expression, payload) == expected
+
+
+class DisarmingBetweenPages:
+    """A Scheduler client whose next page loses schedules while the first is being read, as
+    when drives disarm alarms (or the scheduler's own deletes land) during a listing: the
+    page token names a schedule that is gone when it is used."""
+
+    def __init__(self, client: Any, disarm: int) -> None:
+        self._client = client
+        self._disarm = disarm
+        self.disarmed: list[str] = []
+        self.exceptions = client.exceptions
+
+    def list_schedules(self, **params: Any) -> Any:
+        page = self._client.list_schedules(**params)
+        if "NextToken" not in params and page.get("NextToken") and not self.disarmed:
+            following = self._client.list_schedules(**params, NextToken=page["NextToken"])
+            for item in following["Schedules"][: self._disarm]:
+                self._client.delete_schedule(Name=item["Name"], GroupName=GROUP)
+                self.disarmed.append(item["Name"])
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_schedules_disarmed_while_a_listing_pages_do_not_stop_the_others(
+    scheduler_client: Any,
+) -> None:
+    clock = Clock()
+    for index in range(250):
+        arm(scheduler_client, f"rf-{index:03d}", f"run_{index}", NOW, "at(2023-11-14T22:13:20)")
+    client = DisarmingBetweenPages(scheduler_client, disarm=5)
+    fired: list[dict[str, Any]] = []
+    scheduler = LocalScheduler(client=client, group=GROUP, fire=fired.append, now_ms=clock)
+    try:
+        names = scheduler.tick()
+    finally:
+        scheduler.stop()
+    assert len(client.disarmed) == 5
+    assert sorted(names) == sorted(
+        f"rf-{i:03d}" for i in range(250) if f"rf-{i:03d}" not in client.disarmed
+    )
+    assert len(fired) == 245
+    assert scheduler_client.list_schedules(GroupName=GROUP)["Schedules"] == []

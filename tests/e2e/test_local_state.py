@@ -105,6 +105,28 @@ def test_runs_payloads_alarms_and_delayed_messages_survive_a_restart(
         restored.close()
 
 
+def test_objects_survive_the_buckets_being_created_again_after_a_restore(
+    credentials: None, tmp_path: Path
+) -> None:
+    """The stack creates its resources at every start; on a restored moto, creating a bucket
+    that exists must keep it, objects and all (S3 finds buckets through an index of names
+    that lives outside the saved backends)."""
+    with mock_aws():
+        _fill()
+        state = _open(tmp_path)
+        state.save()
+        state.close()
+
+    with mock_aws():
+        restored = _open(tmp_path)
+        restored.restore()
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="relayflow-payloads")  # as create_resources does
+        body = s3.get_object(Bucket="relayflow-payloads", Key="p/1")["Body"].read()
+        assert body == b"payload bytes"
+        restored.close()
+
+
 def test_nothing_is_written_when_nothing_changed(aws: None, tmp_path: Path) -> None:
     _fill()
     state = _open(tmp_path)

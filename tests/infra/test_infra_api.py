@@ -12,7 +12,7 @@ from relayflow.api.auth import parse_token_secret
 
 pytestmark = pytest.mark.slow
 
-PROTECTED = {"GET /api/{proxy+}", "POST /api/{proxy+}"}
+PROTECTED = {"GET /api/{proxy+}", "POST /api/{proxy+}", "POST /__voyant/tokens/{tokenId}"}
 PUBLIC = {
     "GET /api/healthz",
     "GET /api/openapi.json",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import shutil
+import socket
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,8 +15,15 @@ import pytest
 from aws_cdk.assertions import Template
 from infra_asserts import ROOT, functions_by_handler
 
+import infra.app
+import infra.stack
 from infra.app import build_app
-from relayflow.cdk.bundling import BundleError, LambdaBundle, runtime_requirements
+from relayflow.cdk.bundling import (
+    WHEELHOUSE_ENV,
+    BundleError,
+    LambdaBundle,
+    runtime_requirements,
+)
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +171,110 @@ def test_bad_workflow_paths_are_refused(
     bundle = LambdaBundle(workflow_paths=tuple(tmp_path / p for p in paths))
     with pytest.raises(BundleError, match=message):
         bundle.check()
+
+
+def _closed_index() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/simple"
+
+
+@pytest.fixture
+def no_package_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip as on a machine that reaches no package index."""
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", WHEELHOUSE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", _closed_index())
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel made by hand (pip installs it for any platform)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _project_needing(root: Path, requirement: str) -> Path:
+    root = _tiny_project(root)
+    (root / "pyproject.toml").write_text(
+        f"[project]\nname = 'tiny'\ndependencies = [{requirement!r}]\n"
+    )
+    return root
+
+
+@pytest.mark.usefixtures("no_package_index")
+def test_without_an_index_the_bundle_says_in_one_line_which_wheels_it_needs(
+    tmp_path: Path,
+) -> None:
+    root = _project_needing(tmp_path, "tinydep>=1,<2")
+    bundle = LambdaBundle(project_root=root, cache_dir=tmp_path / "cache", wheelhouse=None)
+    with pytest.raises(BundleError) as caught:
+        bundle.bundle_dir()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the Lambda bundle needs manylinux2014_aarch64 wheels for CPython 3.12 of "
+        "'tinydep>=1,<2' and their dependencies, and pip could not get them from its package "
+        "index (pip: ERROR: "
+    )
+    assert "pip download --only-binary=:all: --platform manylinux2014_aarch64" in message
+    assert "LambdaBundle(wheelhouse=...) or RELAYFLOW_WHEELHOUSE=wheelhouse" in message
+    assert message.endswith("(PIP_INDEX_URL, PIP_FIND_LINKS)")
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == []
+
+
+@pytest.mark.usefixtures("no_package_index")
+def test_a_wheelhouse_bundles_without_an_index(tmp_path: Path) -> None:
+    root = _project_needing(tmp_path, "tinydep>=1,<2")
+    _wheel(tmp_path / "wheelhouse", "tinydep", "1.4")
+    bundle = LambdaBundle(
+        project_root=root, cache_dir=tmp_path / "cache", wheelhouse=tmp_path / "wheelhouse"
+    )
+    built = bundle.bundle_dir()
+    assert (built / "tinydep" / "__init__.py").read_text() == "VERSION = '1.4'\n"
+    assert (built / "relayflow" / "__init__.py").read_text() == "VERSION = 1\n"
+
+
+@pytest.mark.usefixtures("no_package_index")
+def test_the_wheelhouse_comes_from_the_environment_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _project_needing(tmp_path, "tinydep==1.0")
+    _wheel(tmp_path / "wheelhouse", "other", "1.0")
+    monkeypatch.setenv(WHEELHOUSE_ENV, str(tmp_path / "wheelhouse"))
+    bundle = LambdaBundle(project_root=root, cache_dir=tmp_path / "cache")
+    assert bundle.wheelhouse == tmp_path / "wheelhouse"
+    with pytest.raises(BundleError, match=r"and the wheelhouse .*wheelhouse lacks some \(pip: "):
+        bundle.bundle_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_package_index")
+def test_a_cold_synth_without_an_index_ends_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDK_OUTDIR", str(tmp_path / "out"))
+    monkeypatch.setattr(
+        infra.stack, "LambdaBundle", functools.partial(LambdaBundle, cache_dir=tmp_path / "c")
+    )
+    with pytest.raises(SystemExit) as caught:
+        infra.app.main(["-c", "stage=dev"])
+    message = str(caught.value.code)
+    assert "\n" not in message
+    assert message.startswith("relayflow: the Lambda bundle needs manylinux2014_aarch64 wheels")

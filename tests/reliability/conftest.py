@@ -4,8 +4,11 @@ printed at the end of a session that ran them (gathered from xdist workers too).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import botocore.endpoint
 import pytest
+from fault_injection import RecordingSleep
 from reliability_cluster import Cluster
 from reliability_summary import (
     pytest_sessionfinish,
@@ -44,3 +47,23 @@ def cluster(module_cluster: Cluster) -> Iterator[Cluster]:
     module_cluster.reset()
     yield module_cluster
     module_cluster.reset()
+
+
+class _FakeTime:
+    """botocore's ``time`` module with a sleep that only records (no real waiting)."""
+
+    def __init__(self, sleep: RecordingSleep) -> None:
+        self.sleep = sleep
+
+    def __getattr__(self, name: str) -> Any:
+        import time
+
+        return getattr(time, name)
+
+
+@pytest.fixture
+def backoff(monkeypatch: pytest.MonkeyPatch) -> RecordingSleep:
+    """The delays botocore's retry loop waited (recorded, not slept)."""
+    sleep = RecordingSleep()
+    monkeypatch.setattr(botocore.endpoint, "time", _FakeTime(sleep))
+    return sleep

@@ -45,6 +45,8 @@ class CrashPlan:
 
     kill_at: int | None = None
     mode: FaultMode = "refused"
+    #: Called at the moment of the crash, before the process dies (to record what it left).
+    on_fire: Callable[[], None] | None = None
     calls: list[str] = field(default_factory=list)
     #: The sort key of the item each call wrote ("" for other calls), by call.
     written: list[str] = field(default_factory=list)
@@ -71,6 +73,8 @@ class CrashPlan:
             if due:
                 self.fired_at = f"{self.mode} #{self.kill_at} {name}"
         if due:
+            if self.on_fire is not None:
+                self.on_fire()
             raise ProcessKilled(f"process killed ({self.mode}) at call #{self.kill_at} ({name})")
         return number
 
@@ -80,6 +84,76 @@ class CrashPlan:
         return self.fired_at is not None
 
 
+#: Attempts botocore makes per call (``total_max_attempts`` of relayflow's clients): a burst
+#: this long fails the whole call, whatever the retry handler does.
+CALL_ATTEMPTS = 5
+#: The error each service answers a swept call with (transient: botocore retries it).
+OUTAGE_ERRORS: dict[str, tuple[str, int]] = {
+    "dynamodb": ("InternalServerError", 500),
+    "s3": ("SlowDown", 503),
+    "scheduler": ("ThrottlingException", 429),
+    "sqs": ("InternalError", 500),
+}
+
+
+@dataclass
+class OutagePlan:
+    """Counts the calls a deployment makes, as :class:`CrashPlan` does, and fails one call as
+    a whole (call number ``fail_at``, or the first writing an item under ``fail_writes``):
+    every attempt botocore makes of it gets a transient error (``error``, by default the
+    service's :data:`OUTAGE_ERRORS` entry), ``refused`` (never applied) or ``applied``
+    (applied, the answer lost). The process lives on; the call raises what botocore raises
+    once it stops retrying (after :data:`CALL_ATTEMPTS` attempts, or fewer once its retry
+    quota is spent, as in a real outage).
+
+    Calls of services without an entry in :data:`OUTAGE_ERRORS` (step-host dispatches,
+    hand-offs) are counted but never failed: the plan then fires at no call.
+    """
+
+    injector: ErrorInjector
+    fail_at: int | None = None
+    mode: FaultMode = "refused"
+    fail_writes: str | None = None
+    error: tuple[str, int] | None = None
+    calls: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    fired_at: str | None = None
+    burst: ErrorBurst | None = None
+    _closed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def point(self, name: str, phase: Phase, index: int | None = None, written: str = "") -> int:
+        """Pass the fault point ``name``: fail every attempt of the chosen call."""
+        with self._lock:
+            if phase == "after":
+                # botocore calls do not nest in a thread: the first answer this thread gets
+                # after the chosen call started is that call's, whatever attempts it made.
+                burst = self.burst
+                if burst is not None and not self._closed and burst.thread == threading.get_ident():
+                    burst.count = burst.injected
+                    self._closed = True
+                return len(self.calls) if index is None else index
+            self.calls.append(name)
+            self.written.append(written)
+            number = len(self.calls)
+            service = name.split(":")[0]
+            chosen = number == self.fail_at or (
+                self.fail_writes is not None and written.startswith(self.fail_writes)
+            )
+            if chosen and self.fired_at is None and service in OUTAGE_ERRORS:
+                self.fired_at = f"{self.mode} #{number} {name}"
+                code, status = self.error or OUTAGE_ERRORS[service]
+                self.burst = self.injector.burst(
+                    name, code, status, CALL_ATTEMPTS, self.mode, thread=threading.get_ident()
+                )
+        return number
+
+    @property
+    def fired(self) -> bool:
+        """True once the chosen call failed: each attempt botocore made of it got the error."""
+        return self.burst is not None and self._closed and self.burst.injected >= 1
+
+
 def _operation(event_name: str) -> str:
     # "before-call.dynamodb.TransactWriteItems" -> "dynamodb:TransactWriteItems"
     parts = event_name.split(".")
@@ -87,8 +161,9 @@ def _operation(event_name: str) -> str:
 
 
 def _written_sk(request: Any) -> str:
-    """The sort key of the item a DynamoDB ``PutItem`` request writes ("" for others)."""
-    body = request.get("body") if isinstance(request, dict) else None
+    """The sort key of the item a DynamoDB ``PutItem`` request writes ("" for others); of the
+    request's parameters (``before-call``) or of the prepared request (``before-send``)."""
+    body = request.get("body") if isinstance(request, dict) else getattr(request, "body", None)
     if not isinstance(body, bytes | str) or not body:
         return ""
     try:
@@ -106,7 +181,7 @@ class ClientTap:
     """
 
     def __init__(self) -> None:
-        self.plan: CrashPlan | None = None
+        self.plan: CrashPlan | OutagePlan | None = None
 
     def install(self, client: Any) -> None:
         """Hook ``client``'s before-call and after-call events."""
@@ -135,12 +210,27 @@ class ErrorBurst:
     count: int
     mode: FaultMode = "refused"
     injected: int = 0
+    #: Only requests writing an item whose sort key starts with this (``log#``: checkpoints).
+    writes: str | None = None
+    #: Only requests sent by this thread (the one whose call the burst fails as a whole).
+    thread: int | None = None
+    #: The error's message (``injected <code>`` by default).
+    message: str | None = None
+    #: Matching requests let through before the first error.
+    after: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def take(self, operation: str) -> bool:
+    def take(self, operation: str, request: Any = None) -> bool:
         """True (and one fewer left) when ``operation`` should get the error now."""
         with self._lock:
             if operation != self.operation or self.injected >= self.count:
+                return False
+            if self.thread is not None and self.thread != threading.get_ident():
+                return False
+            if self.writes is not None and not _written_sk(request).startswith(self.writes):
+                return False
+            if self.after > 0:
+                self.after -= 1
                 return False
             self.injected += 1
             return True
@@ -167,10 +257,32 @@ class ErrorInjector:
         client.meta.events.register("before-send", self._send)
 
     def burst(
-        self, operation: str, code: str, status: int, count: int, mode: FaultMode = "refused"
+        self,
+        operation: str,
+        code: str,
+        status: int,
+        count: int,
+        mode: FaultMode = "refused",
+        *,
+        writes: str | None = None,
+        thread: int | None = None,
+        message: str | None = None,
+        after: int = 0,
     ) -> ErrorBurst:
-        """Fail the next ``count`` calls of ``operation`` (``service:Operation``)."""
-        added = ErrorBurst(operation, code, status, count, mode)
+        """Fail the next ``count`` calls of ``operation`` (``service:Operation``), only those
+        writing an item under ``writes`` and sent by ``thread`` when given, after letting
+        ``after`` of them through."""
+        added = ErrorBurst(
+            operation,
+            code,
+            status,
+            count,
+            mode,
+            writes=writes,
+            thread=thread,
+            message=message,
+            after=after,
+        )
         self.bursts.append(added)
         return added
 
@@ -179,11 +291,12 @@ class ErrorInjector:
 
         operation = _operation(event_name)
         for burst in self.bursts:
-            if burst.take(operation):
+            if burst.take(operation, request):
                 if burst.mode == "applied":
                     botocore_stubber(event_name, request, **kwargs)
                 service = operation.split(":")[0]
-                return _error_response(request.url, burst.code, burst.status, service)
+                message = burst.message or f"injected {burst.code}"
+                return _error_response(request.url, burst.code, burst.status, service, message)
         answer: AWSResponse | None = botocore_stubber(event_name, request, **kwargs)
         return answer
 
@@ -200,15 +313,15 @@ class RawBody:
         return data
 
 
-def _error_response(url: str, code: str, status: int, service: str) -> AWSResponse:
+def _error_response(url: str, code: str, status: int, service: str, message: str) -> AWSResponse:
     if service in ("s3",):
         body = (
             f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
-            f"<Message>injected {code}</Message></Error>"
+            f"<Message>{message}</Message></Error>"
         ).encode()
         headers = {"Content-Type": "application/xml"}
     else:
-        body = (f'{{"__type": "{code}", "message": "injected {code}"}}').encode()
+        body = json.dumps({"__type": code, "message": message}).encode()
         headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
     return aws_response(url, status, headers, body)
 

@@ -7,28 +7,32 @@ Call everything here inside an active ``mock_aws``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fault_injection import ClientTap, CrashPlan, ErrorInjector, ProcessKilled
+from fault_injection import ClientTap, CrashPlan, ErrorInjector, OutagePlan, ProcessKilled
 from reliability_tally import add
-from reliability_workflows import STEP_WORK
+from reliability_workflows import LEDGER, STEP_WORK
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.errors import AwsServiceError
+from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.memory import VirtualClock
+from relayflow.api.metrics import RecordingMetrics
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import RunDetail
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.local.scheduler import due_time_ms
+from relayflow.observability import RunMetrics
 from relayflow.ports import Dispatcher, DispatcherResolver
 from relayflow.worker import ExecutorOptions
 
@@ -46,7 +50,12 @@ SETTINGS = Settings(
 )
 GROUP = SETTINGS.require("schedule_group")
 START_MS = 1_700_000_000_000
-SERVICES = ("dynamodb", "s3", "scheduler", "lambda")
+#: The same deployment with near wake-ups (under 15 minutes) on an SQS delay queue.
+QUEUE_SETTINGS = dataclasses.replace(
+    SETTINGS,
+    alarm_queue_url="https://sqs.eu-west-1.amazonaws.com/123456789012/reliability-alarms",
+)
+SERVICES = ("dynamodb", "s3", "scheduler", "sqs", "lambda")
 TERMINAL = frozenset({"completed", "failed", "cancelled", "compensated", "compensation_failed"})
 
 
@@ -89,7 +98,9 @@ class Cluster:
         core_settings: CoreSettings | None = None,
         services: Mapping[str, object] | None = None,
         host_log: bool = True,
+        settings: Settings = SETTINGS,
     ) -> None:
+        self.settings = settings
         self.clock = VirtualClock(START_MS)
         # False builds the inline step host without a checkpoint log of its own: the engine
         # must hand it its log.
@@ -101,20 +112,26 @@ class Cluster:
             client = self.clients.client(service)
             self.tap.install(client)
             self.injector.install(client)
-        tables.create_resources(self.clients, SETTINGS)
+        tables.create_resources(self.clients, settings)
         # The pump stands for EventBridge Scheduler itself: its calls are not the product's.
         self._backstage = AwsClients(region=SETTINGS.region)
         self._scheduler = self._backstage.scheduler()
         self.core_settings = core_settings or CoreSettings()
         self.services = dict(services or {})
-        # Reads by the test itself go through untapped clients: they are no fault points.
-        self._observer = build_aws_driver(
-            SETTINGS, clients=self._backstage, clock=self.clock, on_due=lambda *_: None
-        )
+        self._observer = self._observing_driver()
+        #: What the deployment's functions counted (``runs.redriven``...), over every process.
+        self.metrics = RecordingMetrics()
         self.deliveries: deque[dict[str, Any]] = deque()
         self.crashes = 0
         self.failed_invocations = 0
         self.processes = 0
+
+    def _observing_driver(self) -> WorkflowDriver:
+        # Reads by the test itself go through untapped clients: they are no fault points.
+        driver: WorkflowDriver = build_aws_driver(
+            self.settings, clients=self._backstage, clock=self.clock, on_due=lambda *_: None
+        )
+        return driver
 
     # ----- processes ----------------------------------------------------------------------
 
@@ -125,8 +142,14 @@ class Cluster:
         options = ExecutorOptions(sleep=self._sleep)
         # The host writes its per-step checkpoints through the tapped clients too, so every
         # call of the checkpoint path is a fault point.
+        payloads = S3PayloadStore(
+            self.settings.require("payload_bucket"), client_factory=self.clients.s3
+        )
         checkpoints = DynamoDBCheckpointLog(
-            SETTINGS.require("table_name"), client_factory=self.clients.dynamodb, clock=self.clock
+            self.settings.require("table_name"),
+            client_factory=self.clients.dynamodb,
+            clock=self.clock,
+            payload_store=payloads,
         )
         host_options: dict[str, Any] = {"options": options}
         if self.host_log:
@@ -135,13 +158,14 @@ class Cluster:
             services=self.services, clock=self.clock, handler_options=host_options
         )
         driver: WorkflowDriver = build_aws_driver(
-            SETTINGS,
+            self.settings,
             clients=self.clients,
             clock=self.clock,
             dispatchers=DispatcherResolver(default=TappedDispatcher(inline, self.tap)),
             on_due=self._hand_off,
             core_settings=self.core_settings,
         )
+        driver.engine.add_observer(RunMetrics(self.metrics))
         return driver
 
     def _sleep(self, seconds: float) -> None:
@@ -213,6 +237,48 @@ class Cluster:
                 break
         return sorted(found, key=lambda entry: (entry[0], entry[1]))
 
+    def _queue(self) -> Any:
+        """moto's alarm queue (None without one): SQS itself, whose delays run on real time,
+        so the pump makes a message visible once the virtual clock reaches its wake time."""
+        url = self.settings.alarm_queue_url
+        if not url:
+            return None
+        from moto.sqs.models import sqs_backends
+
+        return sqs_backends["123456789012"][SETTINGS.region].queues[url.rsplit("/", 1)[-1]]
+
+    def queued(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """Every alarm waiting in the queue as (wake ms, "", payload) (no schedule name)."""
+        queue = self._queue()
+        if queue is None:
+            return []
+        found = []
+        for message in list(queue._messages):
+            payload = json.loads(message.body)
+            found.append((int(payload["wakeAt"]), "", payload))
+        return found
+
+    def _receive_due(self, now: int) -> bool:
+        """Receive (and delete) the queued alarms due at ``now`` into the deliveries, as the
+        queue's event source mapping would; True when there were any."""
+        queue = self._queue()
+        if queue is None:
+            return False
+        due = [m for m in list(queue._messages) if json.loads(m.body)["wakeAt"] <= now]
+        if not due:
+            return False
+        for message in due:
+            message.delayed_until = 0
+        sqs = self._backstage.sqs()
+        url = self.settings.require("alarm_queue_url")
+        while True:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            if not got:
+                return True
+            for message in got:
+                self.deliveries.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
     def deliver(self, payload: dict[str, Any]) -> None:
         """Invoke the drive function with ``payload``; a killed process gets it again later
         (asynchronous invocations are retried)."""
@@ -228,9 +294,11 @@ class Cluster:
             if self.deliveries:
                 self.deliver(self.deliveries.popleft())
                 continue
-            armed = self.armed()
+            armed = self.armed() + self.queued()
             now = self.clock.now_ms()
-            due = [entry for entry in armed if entry[0] <= now]
+            if self._receive_due(now):
+                continue
+            due = [entry for entry in armed if entry[0] <= now and entry[1]]
             if due:
                 for _, name, payload in due:
                     # Scheduler deletes a one-time schedule once it fired it.
@@ -240,7 +308,7 @@ class Cluster:
             upcoming = [entry[0] for entry in armed if entry[0] <= deadline]
             if not upcoming:
                 return
-            self.clock.set(upcoming[0])
+            self.clock.set(min(upcoming))
         raise AssertionError(f"the deployment did not settle in {limit} rounds")
 
     def sweep_after_lease(self) -> None:
@@ -323,10 +391,28 @@ class Cluster:
                 db.delete_item(TableName=table, Key=key)
         for _, name, _ in self.armed():
             self._scheduler.delete_schedule(Name=name, GroupName=GROUP)
+        queue = self._queue()
+        if queue is not None:
+            queue._messages.clear()
         self.deliveries.clear()
         self.injector.bursts.clear()
         self.tap.plan = None
+        self.metrics = RecordingMetrics()
+        # The observer's store remembers the runs it read by version; a run id used again
+        # after the reset restarts at version 1, which must not find a remembered record.
+        self._observer = self._observing_driver()
 
-    def use_plan(self, plan: CrashPlan | None) -> None:
+    def fault_free(self, scenario: Callable[[Cluster], Outcome]) -> tuple[CrashPlan, Outcome]:
+        """Run ``scenario`` on an empty deployment without faults, recording every call (and
+        every step execution in the ledger); the deployment is emptied again after."""
+        self.reset()
+        LEDGER.reset()
+        plan = CrashPlan()
+        self.use_plan(plan)
+        outcome = scenario(self)
+        self.reset()
+        return plan, outcome
+
+    def use_plan(self, plan: CrashPlan | OutagePlan | None) -> None:
         """Apply ``plan`` to every later call (None: no faults)."""
         self.tap.plan = plan

@@ -30,6 +30,25 @@ TABLE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("... refused (killed before the call was sent)", ("crash_points_refused",)),
     ("... applied (killed after the service applied it, answer lost)", ("crash_points_applied",)),
     ("runs recovered after a crash", ("crash_recoveries",)),
+    (
+        "storage calls of a per-step run failed past botocore's retries (all / refused / applied)",
+        ("outage_points", "outage_points_refused", "outage_points_applied"),
+    ),
+    (
+        "... DynamoDB / S3 / Scheduler / SQS calls",
+        (
+            "outage_points_dynamodb",
+            "outage_points_s3",
+            "outage_points_scheduler",
+            "outage_points_sqs",
+        ),
+    ),
+    (
+        "storage errors injected into per-step runs (all / refused / applied)",
+        ("storage_faults", "storage_faults_refused", "storage_faults_applied"),
+    ),
+    ("runs driven again after a transient error (`runs.redriven`)", ("runs_redriven",)),
+    ("requests refused for good, ending the run with a code naming it", ("storage_refusals",)),
     ("transient AWS and step-host errors injected", ("transient_faults",)),
     (
         "... AWS errors refused / applied, then the answer lost",
@@ -50,6 +69,7 @@ TABLE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runs_lost_applied",
         ),
     ),
+    ("**runs failed by a transient storage error**", ("runs_failed_transient",)),
     ("step attempts beyond the at-least-once window", ("double_executions",)),
     ("5xx answers to client input", ("server_errors",)),
     ("answers breaking the OpenAPI document", ("schema_violations",)),
@@ -86,7 +106,12 @@ def render(sweep: str, figures: Mapping[str, int]) -> str:
         f"Full sweep (`make test-reliability`), one run: {_count(figures['crash_points'])} "
         f"crash points ({_count(figures['crash_points_refused'])} refused, "
         f"{_count(figures['crash_points_applied'])} applied: every AWS call and dispatch of "
-        f"the saga in both modes), {_count(figures['transient_faults'])} transient errors, "
+        f"the saga and of a per-step run in both modes), "
+        f"{_count(figures['outage_points'])} storage calls of a per-step run failed past "
+        f"botocore's retries ({_count(figures['outage_points_refused'])} refused, "
+        f"{_count(figures['outage_points_applied'])} applied: every DynamoDB, S3, Scheduler "
+        f"and SQS call), {_count(figures['runs_failed_transient'])} runs failed by them, "
+        f"{_count(figures['transient_faults'])} other transient errors, "
         f"{_count(figures['generated_requests'])} generated requests, "
         f"{_count(figures['races'])} races with {_count(figures['race_operations'])} "
         f"operations, {_count(figures['runs_checked'])} runs checked, "

@@ -19,6 +19,19 @@ LABELS: dict[str, str] = {
     "transient_faults": "transient AWS/host errors injected",
     "transient_faults_refused": "  of which refused (never applied)",
     "transient_faults_applied": "  of which applied (applied, then the answer lost)",
+    "outage_points": "storage calls failed past botocore's retries (one per run)",
+    "outage_points_refused": "  of which refused (never applied)",
+    "outage_points_applied": "  of which applied (applied, then the answer lost)",
+    "outage_points_dynamodb": "  of which DynamoDB calls",
+    "outage_points_s3": "  of which S3 calls",
+    "outage_points_scheduler": "  of which Scheduler calls",
+    "outage_points_sqs": "  of which SQS calls",
+    "storage_faults": "storage errors injected into per-step runs (every attempt of a call)",
+    "storage_faults_refused": "  of which refused (never applied)",
+    "storage_faults_applied": "  of which applied (applied, then the answer lost)",
+    "runs_redriven": "runs driven again after a transient error (runs.redriven)",
+    "storage_refusals": "requests refused for good (permission, size) ending a run clearly",
+    "runs_failed_transient": "runs failed by a transient storage error (must be 0)",
     "races": "concurrent races run",
     "race_operations": "concurrent operations in those races",
     "alarms_misdelivered": "duplicate, early and late alarms delivered",
@@ -45,6 +58,18 @@ def add(name: str, amount: int = 1) -> None:
         raise KeyError(f"unknown reliability figure {name!r}")
     with _lock:
         _counts[name] += amount
+
+
+def crash_point(mode: str) -> None:
+    """Count one crash point swept in ``mode``."""
+    add("crash_points")
+    add(f"crash_points_{mode}")
+
+
+def run_lost(mode: str) -> None:
+    """Count one run lost (or ending differently) after a fault in ``mode``."""
+    add("runs_lost")
+    add(f"runs_lost_{mode}")
 
 
 def snapshot() -> dict[str, int]:

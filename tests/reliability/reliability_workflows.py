@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
@@ -61,6 +62,16 @@ class EffectLedger:
 
 
 LEDGER = EffectLedger()
+
+
+def runs_beyond(counts: dict[tuple[str, int], int], allowed: Callable[[str], int]) -> list[str]:
+    """Step attempts (of ``counts``) that ran more often than ``allowed(step)`` times."""
+    problems = []
+    for (step, attempt), count in sorted(counts.items()):
+        limit = allowed(step)
+        if count > limit:
+            problems.append(f"{step} attempt {attempt} ran {count} times (allowed {limit})")
+    return problems
 
 
 class StepWork:
@@ -214,3 +225,35 @@ ALL_WORKFLOWS = [
     finisher_workflow,
     sleeper_workflow,
 ]
+
+
+#: A step output over the checkpoint log's inline limit (32 KB): its entry goes to S3.
+LARGE_OUTPUT_BYTES = 40_000
+
+
+def large(label: str) -> str:
+    """A step whose output is kept in the payload store."""
+    LEDGER.record(label)
+    return label * (LARGE_OUTPUT_BYTES // len(label))
+
+
+def branch(ctx: WorkflowContext, item: int, index: int) -> Any:
+    """One branch of the map: a step of its own."""
+    return ctx.step(f"square-{item}", guarded, f"square-{item}", item * item)
+
+
+@workflow(id="reliability.per_step")
+async def per_step_workflow(data: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """Per-step checkpoints through every backing service: sequential steps (one output in
+    S3), a near sleep (an SQS alarm where the deployment has a queue), a map of three
+    branches, a far sleep (a Scheduler alarm) and a last step."""
+    first = await ctx.step("first", guarded, "first", 1)
+    payload = await ctx.step("large", large, "xyz")
+    await ctx.sleep("30s")
+    squares = await ctx.map([2, 3, 4], branch)
+    await ctx.sleep("1h")
+    last = await ctx.step("last", guarded, "last", "done")
+    return {"first": first, "large": len(payload), "squares": squares.results, "last": last}
+
+
+ALL_WORKFLOWS.append(per_step_workflow)

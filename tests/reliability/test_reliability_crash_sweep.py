@@ -16,8 +16,8 @@ import pytest
 from fault_injection import FAULT_MODES, CrashPlan, FaultMode
 from reliability_cluster import Cluster, Outcome
 from reliability_saga import run_saga, saga_run_id
-from reliability_tally import FULL_SWEEP, add
-from reliability_workflows import LEDGER
+from reliability_tally import FULL_SWEEP, add, crash_point, run_lost
+from reliability_workflows import LEDGER, runs_beyond
 
 KEY = "o-1"
 RUN_ID = saga_run_id(KEY)
@@ -41,12 +41,7 @@ class Baseline:
 
 @pytest.fixture(scope="module")
 def baseline(module_cluster: Cluster) -> Baseline:
-    module_cluster.reset()
-    LEDGER.reset()
-    plan = CrashPlan()
-    module_cluster.use_plan(plan)
-    outcome = run_saga(module_cluster, KEY)
-    module_cluster.reset()
+    plan, outcome = module_cluster.fault_free(lambda cluster: run_saga(cluster, KEY))
     return Baseline(
         calls=list(plan.calls),
         written=list(plan.written),
@@ -59,12 +54,7 @@ def excess_executions(counts: dict[tuple[str, int], int]) -> list[str]:
     """Step attempts that ran more often than allowed after one crash: an at-most-once
     attempt never re-runs; an at-least-once one re-runs at most once (it finished but its
     result was not checkpointed when the process died)."""
-    problems = []
-    for (step, attempt), count in sorted(counts.items()):
-        allowed = 1 if step in AT_MOST_ONCE else 2
-        if count > allowed:
-            problems.append(f"{step} attempt {attempt} ran {count} times (allowed {allowed})")
-    return problems
+    return runs_beyond(counts, lambda step: 1 if step in AT_MOST_ONCE else 2)
 
 
 def sweep_points(total: int, mode: FaultMode) -> list[int]:
@@ -114,15 +104,13 @@ def test_a_crash_at_any_call_is_recovered_to_the_same_end(
     for kill_at in points:
         plan, outcome = crash_once(cluster, kill_at, mode)
         where = f"{mode} call #{kill_at} ({baseline.calls[kill_at - 1]})"
-        add("crash_points")
-        add(f"crash_points_{mode}")
+        crash_point(mode)
         if not plan.fired:
             failures.append(f"{where}: the crash was never reached")
             continue
         add("crash_recoveries")
         if outcome != baseline.outcome:
-            add("runs_lost")
-            add(f"runs_lost_{mode}")
+            run_lost(mode)
             lost_link = cluster.lost_child_link(RUN_ID)
             if lost_link is not None and TOLERATE_LOST_CHILD_LINKS:
                 known.append(f"{where}: {lost_link}")

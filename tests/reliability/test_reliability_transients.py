@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import botocore.endpoint
 import pytest
 import requests
 from fault_injection import FAULT_MODES, FaultMode, RecordingSleep
@@ -30,26 +29,6 @@ from relayflow.testing import WorkflowTestEnv
 from relayflow.worker.hosts import StepHost
 
 SECRET = "reliability-signing-secret"
-
-
-class _FakeTime:
-    """botocore's ``time`` module with a sleep that only records (no real waiting)."""
-
-    def __init__(self, sleep: RecordingSleep) -> None:
-        self.sleep = sleep
-
-    def __getattr__(self, name: str) -> Any:
-        import time
-
-        return getattr(time, name)
-
-
-@pytest.fixture
-def backoff(monkeypatch: pytest.MonkeyPatch) -> RecordingSleep:
-    """The delays botocore's retry loop waited (recorded, not slept)."""
-    sleep = RecordingSleep()
-    monkeypatch.setattr(botocore.endpoint, "time", _FakeTime(sleep))
-    return sleep
 
 
 @pytest.fixture(scope="module")

@@ -13,19 +13,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
-from aws_lambda_powertools.event_handler.openapi.exceptions import (
-    RequestUnsupportedContentType,
-    RequestValidationError,
-)
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic.json_schema import models_json_schema
 
 from relayflow import __version__
 from relayflow.api import idempotency
@@ -36,15 +31,13 @@ from relayflow.api.context import (
     ApiContext,
     WaitPolicy,
 )
+from relayflow.api.error_handlers import install_error_handlers
 from relayflow.api.errors import (
     ApiError,
     ForbiddenError,
-    describe_validation_errors,
-    domain_error_answer,
-    error_response,
 )
 from relayflow.api.metrics import EmfMetrics, MetricsSink
-from relayflow.api.models import COMPONENT_REF, DOCUMENTED_BODIES
+from relayflow.api.openapi import tidy_openapi
 from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import dashboard as dashboard_routes
 from relayflow.api.routes import events as events_routes
@@ -422,7 +415,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
                     CAPABILITY_SCHEME: CAPABILITY_SECURITY,  # type: ignore[dict-item]
                 },
             )
-            self._openapi_cache = _tidy_openapi(json.loads(text))
+            self._openapi_cache = tidy_openapi(json.loads(text))
         return self._openapi_cache
 
 
@@ -501,88 +494,8 @@ def create_app(
     app.include_router(stream_routes.build_router(ctx))
     app.include_router(manifest_history_routes.build_router(ctx))
     app.include_router(dashboard_routes.build_router())
-    _install_error_handlers(app, logger)
+    install_error_handlers(app, logger, request_id=_request_id)
     return app
-
-
-def _install_error_handlers(app: RelayflowResolver, logger: Logger) -> None:
-    """Register the one exception map: every refusal becomes ``{"error", "message"}``."""
-
-    def request_id() -> str | None:
-        return _request_id(app.current_event.raw_event, app.lambda_context)
-
-    def api_error(exc: ApiError) -> Response[Any]:
-        return error_response(
-            exc.status,
-            exc.code,
-            exc.message,
-            request_id=request_id(),
-            details=exc.details,
-            headers=exc.headers,
-        )
-
-    def invalid_request(exc: RequestValidationError) -> Response[Any]:
-        code, message, problems = describe_validation_errors(exc.errors())
-        details = [p.to_wire() for p in problems] or None
-        return error_response(400, code, message, request_id=request_id(), details=details)
-
-    def unsupported(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return error_response(
-            415,
-            "unsupported_media_type",
-            "request body must be sent as application/json",
-            request_id=request_id(),
-        )
-
-    def domain_error(exc: RelayflowError) -> Response[Any]:
-        answer = domain_error_answer(exc)
-        if answer is None:
-            return internal(exc)
-        status, code, message = answer
-        if status >= 500:
-            logger.warning("request refused by a backing service", extra={"error_code": exc.code})
-        details = exc.data if isinstance(exc.data, dict) and "errors" in exc.data else None
-        return error_response(status, code, message, request_id=request_id(), details=details)
-
-    def internal(exc: Exception) -> Response[Any]:
-        logger.exception("unhandled error while answering a request")
-        return error_response(
-            500, "internal_error", "internal error; quote the request id", request_id=request_id()
-        )
-
-    handlers: list[tuple[type[Exception], Callable[[Any], Response[Any]]]] = [
-        (ApiError, api_error),
-        (RequestValidationError, invalid_request),
-        (RequestUnsupportedContentType, unsupported),
-        (RelayflowError, domain_error),
-        (Exception, internal),
-    ]
-    for exc_type, handler in handlers:
-        app.exception_handler(exc_type)(handler)
-
-
-def _tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
-    """Fit the generated document to what the API really answers.
-
-    Powertools declares a 422 on every validated operation; this API answers 400 instead
-    (declared with the error model), so the 422s and their schemas go. Bodies validated by
-    the events module reference their documentation models, added here as components.
-    """
-    for path, operations in doc.get("paths", {}).items():
-        for method, operation in operations.items():
-            operation.get("responses", {}).pop("422", None)
-            if method == "post" and not path.startswith("/api/manifests"):
-                _declare_idempotency(operation)
-    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        schemas.pop(name, None)
-    _, extra = models_json_schema(
-        [(model, "validation") for model in DOCUMENTED_BODIES],
-        ref_template=COMPONENT_REF + "{model}",
-    )
-    for name, schema in extra.get("$defs", {}).items():
-        schemas.setdefault(name, schema)
-    return doc
 
 
 def _needs_credentials(route: Route) -> bool:
@@ -593,34 +506,6 @@ def _needs_credentials(route: Route) -> bool:
 def _requires_body(route: Route) -> bool:
     """True when ``route`` declares a body parameter without a default."""
     return any(param.required for param in route.dependant.body_params)
-
-
-def _declare_idempotency(operation: dict[str, Any]) -> None:
-    """Document the ``Idempotency-Key`` header and its answers on a run-changing ``POST``."""
-    error = {"application/json": {"schema": {"$ref": COMPONENT_REF + "ErrorResponse"}}}
-    operation.setdefault("parameters", []).append(
-        {
-            "name": "Idempotency-Key",
-            "in": "header",
-            "required": False,
-            "description": (
-                "makes the request retry-safe: a repeat with the same key and body gets the "
-                "first 2xx answer again, marked Idempotent-Replayed: true"
-            ),
-            "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH},
-        }
-    )
-    responses = operation.setdefault("responses", {})
-    responses["422"] = {
-        "description": "idempotency_key_reused: the key was used with another request",
-        "content": error,
-    }
-    conflict = responses.get("409")
-    note = "request_in_progress: the first request with this key has not answered yet"
-    if conflict is None:
-        responses["409"] = {"description": note, "content": error}
-    else:
-        conflict["description"] = f"{conflict.get('description', '')}; {note}".lstrip("; ")
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

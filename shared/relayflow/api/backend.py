@@ -5,16 +5,25 @@ Routes speak only to :class:`Backend`; it turns request models into driver calls
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
 from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
-from relayflow.errors import RunNotFoundError
+from relayflow.errors import RelayflowError, RunNotFoundError
 from relayflow.events.errors import InvalidEventError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
+
+
+class Triggered(NamedTuple):
+    """What ``Backend.trigger`` did: the run, whether this call created it, and the
+    transient error that interrupted its first drive once it was stored."""
+
+    run: RunDetail
+    created: bool
+    interrupted: RelayflowError | None
 
 
 class Backend:
@@ -27,34 +36,48 @@ class Backend:
 
     # -- runs --------------------------------------------------------------------------------
 
-    def trigger(self, request: TriggerRunRequest, *, drive: bool = True) -> tuple[RunDetail, bool]:
+    def trigger(self, request: TriggerRunRequest, *, hand_off: bool = False) -> Triggered:
         """Start a run; returns it after the inline drive and whether this call created it.
+
+        With ``hand_off`` the run is only stored here and handed to the drive function.
 
         A keyed trigger (idempotency key or explicit run id) whose run already exists gets
         that run back untouched; ``created`` is the engine's word (the insert that won).
+
+        A backing service failing transiently once the run is stored (arming its alarm,
+        saving a step) does not undo the run: it is returned as stored, with the error in
+        ``interrupted``; the sweeper drives it when it is due.
         """
-        existing = None
-        if request.idempotency_key or request.run_id:
-            run_id = resolve_run_id(
-                request.workflow_id,
-                run_id=request.run_id,
-                idempotency_key=request.idempotency_key,
-                generated="",
-            )
-            existing = self.admin.get_run(run_id)
+        run_id = resolve_run_id(
+            request.workflow_id,
+            run_id=request.run_id,
+            idempotency_key=request.idempotency_key,
+            generated="",
+        )
+        existing = self.admin.get_run(run_id) if run_id else None
         if existing is None:
             # Refused at once (404), rather than a run that fails at its first step.
             self.driver.check_runnable(request.workflow_id, request.environment)
-        run, created = self.driver.start(
-            request.workflow_id,
-            request.input,
-            idempotency_key=request.idempotency_key,
-            tags=tuple(request.tags),
-            environment=request.environment,
-            run_id=request.run_id,
-            drive=drive,
-        )
-        return run, created
+        # The id is chosen here, so that a run stored before a failure can be found.
+        run_id = run_id or self.driver.engine.new_run_id()
+        try:
+            run, created = self.driver.start(
+                request.workflow_id,
+                request.input,
+                idempotency_key=request.idempotency_key,
+                tags=tuple(request.tags),
+                environment=request.environment,
+                run_id=run_id,
+                drive=not hand_off,
+            )
+            if created and hand_off:
+                self.driver.engine.hand_off_or_raise(run_id)
+        except RelayflowError as exc:
+            stored = self.admin.get_run(run_id) if getattr(exc, "transient", False) else None
+            if stored is None or existing is not None:
+                raise
+            return Triggered(stored, True, exc)
+        return Triggered(run, created, None)
 
     def get_run(self, run_id: str) -> RunDetail:
         """The run; raises ``RunNotFoundError``."""

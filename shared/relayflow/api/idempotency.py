@@ -33,7 +33,9 @@ from relayflow.deliveries import (
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 255
-_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+#: A key: printable ASCII without spaces (the OpenAPI document gives the header this pattern).
+KEY_PATTERN = f"^[!-~]{{1,{MAX_KEY_LENGTH}}}$"
+_KEY = re.compile(KEY_PATTERN)
 #: Routes whose body id (``eventId``/``signalId``) keys the request when no header does:
 #: (id field, delivery kind, field of the delivery's key).
 _BODY_IDS = {"events": ("eventId", "EVENT", "eventType"), "signals": ("signalId", "SIGNAL", "name")}
@@ -89,7 +91,7 @@ def header_key(headers: Mapping[str, Any]) -> str | None:
     if raw is None:
         return None
     key = str(raw).strip()
-    if not _KEY.match(key):
+    if not _KEY.fullmatch(key):
         raise KeyProblem(
             f"the Idempotency-Key header must be 1-{MAX_KEY_LENGTH} printable ASCII characters "
             "without spaces"
@@ -157,6 +159,7 @@ def stored_answer(answer: Mapping[str, Any]) -> dict[str, Any] | None:
 
 __all__ = [
     "HEADER",
+    "KEY_PATTERN",
     "REPLAYED_HEADER",
     "Claim",
     "Deliveries",

@@ -18,6 +18,7 @@ from relayflow.observability import (
     RUNS_COMPENSATED,
     RUNS_COMPLETED,
     RUNS_FAILED,
+    RUNS_REDRIVEN,
     RUNS_TRIGGERED,
     STEPS_RETRIED,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "RUNS_COMPENSATED",
     "RUNS_COMPLETED",
     "RUNS_FAILED",
+    "RUNS_REDRIVEN",
     "RUNS_TRIGGERED",
     "STEPS_RETRIED",
     "EmfMetrics",
@@ -60,6 +62,7 @@ COUNTERS: tuple[str, ...] = (
     RUNS_CANCELLED,
     RUNS_COMPENSATED,
     STEPS_RETRIED,
+    RUNS_REDRIVEN,
     ALARMS_FIRED,
 )
 

@@ -6,16 +6,18 @@ answers 400 naming the field instead of being ignored.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
 
@@ -25,6 +27,23 @@ RunStatus = Literal[
 ]
 #: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
 MAX_WAIT_MS = 25_000
+
+
+def _integral(value: Any) -> Any:
+    """A JSON number with no fraction as an int: JSON has one number type, and JSON Schema's
+    ``integer`` accepts ``1.0`` as the integer 1 (``1.5`` stays a float and is refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field of a request body: strict (no strings, no booleans) but ``5.0`` is 5.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """Leave ``default`` out of a field's schema: leaving the field out is not sending null."""
+    schema.pop("default", None)
 
 
 class RequestModel(BaseModel):
@@ -97,7 +116,7 @@ class TriggerRunRequest(RequestModel):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512)
     tags: list[str] = Field(default_factory=list, max_length=64)
     environment: Environment = "development"
-    wait_ms: int = Field(
+    wait_ms: JsonInt = Field(
         default=0,
         ge=0,
         description=f"wait up to this long for a waiting or final status (max {MAX_WAIT_MS})",
@@ -187,6 +206,28 @@ class CompensationSkippedView(ResponseModel):
     host_status: str = Field(description="what the step host answered the cancel request with")
 
 
+class UnavailableValueView(ResponseModel):
+    """A value of a run that its payload store no longer gives: left out (null) of the answer."""
+
+    path: str = Field(
+        description="JSON Pointer into the run: /input, /output, /error, "
+        "/journal/stepResults/<key>, ..."
+    )
+    reason: str = Field(description="payload_not_found or payload_corrupt")
+    ref: str | None = Field(default=None, description="the payload reference (sha256:<hex>)")
+
+
+class RunNoticeView(ResponseModel):
+    """How a run started by this request goes on after its first drive was interrupted."""
+
+    code: str = Field(
+        description="drive_interrupted: the run is stored, but a backing service failed "
+        "while it was driven (arming its alarm, saving a step); the sweeper drives it again "
+        "when it is due"
+    )
+    message: str
+
+
 class RunView(ResponseModel):
     """A run as the API shows it."""
 
@@ -221,6 +262,15 @@ class RunView(ResponseModel):
             "them); absent before the first answer"
         ),
     )
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="values the payload store no longer gives: each is null in this answer",
+    )
+    notice: RunNoticeView | None = Field(
+        default=None,
+        description="POST /api/runs only: the run is stored but its first drive was "
+        "interrupted; do not start it again",
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -253,6 +303,10 @@ class RunSummaryView(ResponseModel):
     tags: list[str] = Field(default_factory=list)
     started_at: int
     completed_at: int | None = None
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="values of the run the payload store no longer gives (see getRun)",
+    )
 
 
 class RunListView(ResponseModel):
@@ -302,6 +356,11 @@ class TimelineEntryView(ResponseModel):
         default=None,
         description="with values=true: the value is over the per-entry cap and left out",
     )
+    value_unavailable: str | None = Field(
+        default=None,
+        description="with values=true: the payload store no longer gives the value, left out "
+        "(payload_not_found or payload_corrupt)",
+    )
     abandoned_ended_at: int | None = Field(
         default=None,
         description="a step attempt that timed out but whose code ran on: when that code "
@@ -321,6 +380,10 @@ class TimelineView(ResponseModel):
     next_cursor: str | None = Field(
         default=None, description="pass back as cursor for the next page; absent at the end"
     )
+    values_unavailable: list[UnavailableValueView] = Field(
+        default_factory=list,
+        description="journal entries the payload store no longer gives: absent from the pages",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,21 +391,32 @@ class TimelineView(ResponseModel):
 
 
 class EventEnvelopeBody(RequestModel):
-    """The event itself (documentation model; validation follows the reference order)."""
+    """The event itself (documentation model; validation follows the reference order).
 
-    name: str
+    Unknown fields are ignored, as the reference ignores them; ``emittedAt`` is not parsed.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
     data: Any = None
-    #: The reference accepts any JSON object here, arrays included (reference §7.2).
-    metadata: dict[str, Any] | list[Any] | None = None
-    emitted_at: str
+    #: The reference accepts any JSON object here, arrays included (reference §7.2); when
+    #: present it must not be null.
+    metadata: dict[str, Any] | list[Any] | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra=_no_default
+    )
+    emitted_at: str = Field(min_length=1)
 
 
 class IngestEventRequest(RequestModel):
     """``POST /api/events``: route an event through the environment's manifest."""
 
+    model_config = ConfigDict(extra="allow")
+
     environment: Environment
     envelope: EventEnvelopeBody
-    idempotency_key: str | None = None
+    #: When present, a string (null is refused, as by the reference).
+    idempotency_key: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=_no_default)
 
 
 class IngestMatchView(CompactModel):

@@ -99,6 +99,7 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "completed_at": detail.completed_at,
         "duration_ms": detail.duration_ms,
         "durability": detail.durability,
+        "values_unavailable": [_dump(item) for item in detail.values_unavailable],
     }
 
 
@@ -128,6 +129,7 @@ def run_summary(item: RunSummary) -> RunSummaryView:
             "tags": list(item.tags),
             "started_at": item.started_at,
             "completed_at": item.completed_at,
+            "values_unavailable": [_dump(v) for v in item.values_unavailable],
         }
     )
 
@@ -151,6 +153,7 @@ def timeline_view(page: TimelinePage) -> TimelineView:
                 "value": entry.value,
                 "value_size": entry.value_size,
                 "value_truncated": entry.value_truncated,
+                "value_unavailable": entry.value_unavailable,
                 "abandoned_ended_at": entry.abandoned_ended_at,
                 "abandoned_outcome": entry.abandoned_outcome,
             }
@@ -163,6 +166,7 @@ def timeline_view(page: TimelinePage) -> TimelineView:
             "status": page.status,
             "entries": entries,
             "next_cursor": page.next_cursor,
+            "values_unavailable": [_dump(item) for item in page.values_unavailable],
         }
     )
 

@@ -28,8 +28,11 @@ __all__ = [
 API_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/{proxy+}"),
     (apigwv2.HttpMethod.POST, "/api/{proxy+}"),
+    (apigwv2.HttpMethod.POST, "/__voyant/tokens/{tokenId}"),
 )
-"""Routes that need authentication; the api function's router answers 404 for unknown paths."""
+"""Routes that need authentication; the api function's router answers 404 for unknown paths.
+
+``/__voyant/tokens/{tokenId}`` is the token ``url`` the reference runtime hands workflows."""
 
 OPEN_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/healthz"),

@@ -1,8 +1,10 @@
 """Docker-free Lambda bundling: relayflow, its dependencies and your workflow code, built by pip.
 
-The dependencies (relayflow and the requirements you name) are pip-installed for the Lambda
-platform into a cached folder keyed by a hash of what goes in, so repeated synths reuse it.
-Your workflow folders are copied on top of that folder into each asset.
+The dependencies (relayflow's and the requirements you name) are pip-installed as wheels for
+the Lambda platform into a cached folder keyed by a hash of what goes in, so repeated synths
+reuse it; relayflow's own files are copied next to them. pip needs those wheels from a package
+index, or from a wheelhouse folder on a machine without one. Your workflow folders are copied
+on top of that folder into each asset.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import fcntl
 import hashlib
 import importlib.metadata
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
@@ -57,16 +61,22 @@ DEFAULT_CACHE_DIR = (PROJECT_ROOT or Path.cwd()) / "cdk.out" / ".relayflow-bundl
 """Where built dependency folders are cached (inside cdk.out, which git usually ignores)."""
 
 # Bumped whenever the layout of a bundle changes, so old cached bundles are not reused.
-_BUNDLE_FORMAT = "2"
+_BUNDLE_FORMAT = "3"
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _KEPT_BUNDLES_PER_ARCH = 2
 # The construct itself is of no use inside Lambda (and would need CDK there).
 _NOT_BUNDLED = ("cdk",)
+WHEELHOUSE_ENV = "RELAYFLOW_WHEELHOUSE"
 
 
 class BundleError(RuntimeError):
     """Raised when the Lambda bundle cannot be built (pip failed, sources missing)."""
+
+
+def _wheelhouse_from_env() -> Path | None:
+    folder = os.environ.get(WHEELHOUSE_ENV)
+    return Path(folder) if folder else None
 
 
 def _pip_platform(architecture: Arch) -> str:
@@ -123,6 +133,10 @@ class LambdaBundle:
         architecture: Lambda architecture the native wheels are chosen for.
         python_version: Python version of the Lambda runtime the wheels must match.
         cache_dir: Folder where built dependency folders are kept between synths.
+        wheelhouse: A folder of the Lambda platform's wheels to install from instead of a
+            package index (pip runs with `--no-index --find-links`); the environment
+            variable `RELAYFLOW_WHEELHOUSE` sets it too. `None` uses pip's own settings
+            (`PIP_INDEX_URL`, `PIP_FIND_LINKS`, ...).
     """
 
     workflow_paths: tuple[Path, ...] = ()
@@ -131,6 +145,7 @@ class LambdaBundle:
     architecture: Arch = "arm64"
     python_version: str = "3.12"
     cache_dir: Path = field(default=DEFAULT_CACHE_DIR)
+    wheelhouse: Path | None = field(default_factory=_wheelhouse_from_env)
 
     def top_level_names(self) -> set[str]:
         """The importable names `workflow_paths` put at the top of the bundle."""
@@ -206,15 +221,11 @@ class LambdaBundle:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _build(self, target: Path) -> None:
+        package, requirements = self._relayflow_source()
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=self.cache_dir))
         try:
-            if self.project_root is not None:
-                with tempfile.TemporaryDirectory(prefix="relayflow-project-") as project_copy:
-                    self._copy_project(self.project_root, Path(project_copy))
-                    self._pip_install([project_copy, *self.requirements], staging)
-            else:
-                self._pip_install([*runtime_requirements(), *self.requirements], staging)
-                shutil.copytree(_INSTALLED_PACKAGE, staging / "relayflow", ignore=_ignore_caches)
+            self._pip_install([*requirements, *self.requirements], staging)
+            shutil.copytree(package, staging / "relayflow", ignore=_ignore_caches)
             for name in _NOT_BUNDLED:
                 shutil.rmtree(staging / "relayflow" / name, ignore_errors=True)
             # Console scripts are useless in Lambda and carry the build machine's shebang.
@@ -224,22 +235,24 @@ class LambdaBundle:
             shutil.rmtree(staging, ignore_errors=True)
             raise
 
-    @staticmethod
-    def _copy_project(root: Path, destination: Path) -> None:
-        # Building from a copy keeps pip's build artefacts out of the working tree.
-        pyproject = root / "pyproject.toml"
-        package = root / "shared" / "relayflow"
-        if not pyproject.is_file() or not package.is_dir():
-            raise BundleError(f"{root} does not hold pyproject.toml and shared/relayflow")
-        shutil.copy2(pyproject, destination / "pyproject.toml")
-        readme = root / "README.md"
-        if readme.is_file():
-            shutil.copy2(readme, destination / "README.md")
-        else:
-            (destination / "README.md").write_text("relayflow\n")
-        shutil.copytree(package, destination / "shared" / "relayflow", ignore=_ignore_caches)
+    def _relayflow_source(self) -> tuple[Path, list[str]]:
+        """relayflow's package folder and its runtime requirements, from a checkout or installed.
 
-    def _pip_install(self, requirements: Iterable[str], target: Path) -> None:
+        relayflow is copied rather than built by pip, so no build backend is needed.
+        """
+        if self.project_root is None:
+            return _INSTALLED_PACKAGE, runtime_requirements()
+        pyproject = self.project_root / "pyproject.toml"
+        package = self.project_root / "shared" / "relayflow"
+        if not pyproject.is_file() or not package.is_dir():
+            raise BundleError(
+                f"{self.project_root} does not hold pyproject.toml and shared/relayflow"
+            )
+        declared = tomllib.loads(pyproject.read_text()).get("project", {}).get("dependencies", [])
+        return package, [str(r) for r in declared]
+
+    def _pip_install(self, requirements: list[str], target: Path) -> None:
+        platform = _pip_platform(self.architecture)
         command = [
             sys.executable,
             "-m",
@@ -249,7 +262,7 @@ class LambdaBundle:
             "--no-compile",
             "--disable-pip-version-check",
             "--platform",
-            _pip_platform(self.architecture),
+            platform,
             "--only-binary=:all:",
             "--python-version",
             self.python_version,
@@ -257,14 +270,33 @@ class LambdaBundle:
             "cp",
             "--target",
             str(target),
-            *requirements,
         ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if self.wheelhouse is not None:
+            command += ["--no-index", "--find-links", str(self.wheelhouse)]
+        result = subprocess.run(
+            [*command, *requirements], capture_output=True, text=True, check=False
+        )
         if result.returncode != 0:
-            raise BundleError(
-                f"pip could not install relayflow for {_pip_platform(self.architecture)}:\n"
-                f"{result.stderr.strip() or result.stdout.strip()}"
-            )
+            said = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            raise BundleError(self._missing_wheels(requirements, said[-1] if said else ""))
+
+    def _missing_wheels(self, requirements: list[str], pip_said: str) -> str:
+        # One line: which wheels, and the two ways to provide them.
+        platform = _pip_platform(self.architecture)
+        wanted = " ".join(shlex.quote(r) for r in requirements)
+        where = (
+            f"the wheelhouse {self.wheelhouse} lacks some"
+            if self.wheelhouse is not None
+            else "pip could not get them from its package index"
+        )
+        return (
+            f"the Lambda bundle needs {platform} wheels for CPython {self.python_version} "
+            f"of {wanted} and their dependencies, and {where} (pip: {pip_said}); "
+            f"fetch them where an index is reachable with `pip download --only-binary=:all: "
+            f"--platform {platform} --python-version {self.python_version} -d wheelhouse "
+            f"{wanted}` and pass LambdaBundle(wheelhouse=...) or {WHEELHOUSE_ENV}=wheelhouse, "
+            "or point pip at an index that has them (PIP_INDEX_URL, PIP_FIND_LINKS)"
+        )
 
     def _prune(self, keep: Path) -> None:
         prefix = f"{self.architecture}-py{self.python_version}-"
@@ -299,15 +331,22 @@ class LocalPipBundling:
         return True
 
 
-def lambda_code(bundle: LambdaBundle) -> lambda_.Code:
+def lambda_code(bundle: LambdaBundle, *, build_now: bool = False) -> lambda_.Code:
     """Return Lambda code for `bundle`, built locally when CDK bundles the stack.
 
     The asset hash is the bundle's source fingerprint, so CDK neither hashes the project folder
     nor rebuilds an asset whose sources did not change. When a synth skips bundling (context
     `aws:cdk:bundling-stacks`), nothing is built.
+
+    Args:
+        bundle: What goes into the functions.
+        build_now: Build the dependency folder here, so that a `BundleError` reaches the
+            app as a Python exception rather than from inside CDK's bundling callback.
     """
     fingerprint = bundle.fingerprint()
     bundle.check()
+    if build_now:
+        bundle.bundle_dir()
     # The asset folder is only the starting point CDK copies; local bundling replaces it.
     # An empty folder avoids copying a whole project when bundling is skipped.
     source = bundle.cache_dir / "empty-asset-source"

@@ -113,7 +113,7 @@ class RelayflowOrchestrator(Construct):
         self.functions = RelayflowFunctions(
             self,
             "Functions",
-            code=props.code or lambda_code(self._bundle()),
+            code=props.code or lambda_code(self._bundle(), build_now=stack.bundling_required),
             architecture=props.architecture,
             memory_size=props.memory_size,
             sweeper_memory_size=props.sweeper_memory_size,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from relayflow import __version__
-from relayflow.cli.client import DEFAULT_URL, ApiClient, ApiError
+from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiError, api_base_url
 from relayflow.cli.commands import (
     EXIT_REFUSED,
     EXIT_USAGE,
@@ -24,6 +24,7 @@ from relayflow.cli.commands import (
     cmd_token,
     cmd_trigger,
 )
+from relayflow.cli.init import add_init_command, run_init
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
@@ -100,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", help="only runs with this status")
     p.add_argument("--tag", help="only runs with this tag")
     p.add_argument("--env", choices=ENVIRONMENTS, help="only runs of this environment")
-    p.add_argument("--since", help="started at or after (ISO 8601 or epoch ms)")
-    p.add_argument("--until", help="started before (ISO 8601 or epoch ms)")
+    p.add_argument("--since", help="started at or after (epoch ms or RFC 3339)")
+    p.add_argument("--until", help="started before (epoch ms or RFC 3339)")
     p.add_argument("--limit", type=int, default=20, help="page size (%(default)s)")
     p.add_argument("--cursor", help="the cursor printed by the previous page")
     p.set_defaults(handler=cmd_runs_list)
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
     _add_dev_options(p)
     p.set_defaults(handler=None)
+    add_init_command(sub)
     return parser
 
 
@@ -242,13 +244,20 @@ def main(
             args = parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "init":
+        return run_init(args, out=out, err=err)
     if args.command == "dev":
         from relayflow.local.cli import run_dev  # imports moto: only for this command
 
         dev_argv = list(sys.argv[1:] if argv is None else argv)
         return run_dev(args, out=out, err=err, argv=dev_argv)
     handler: Handler = args.handler
-    client = ApiClient(url=args.url, token=args.token or None)
+    try:
+        url = api_base_url(args.url)
+    except UsageError as exc:
+        err.write(f"relayflow: error: {exc}\n")
+        return EXIT_USAGE
+    client = ApiClient(url=url, token=args.token or None)
     console = Console(client=client, json_output=bool(args.json), out=out, err=err)
     try:
         return handler(args, console)
@@ -258,6 +267,12 @@ def main(
     except ApiError as exc:
         if console.json_output and exc.body is not None:
             console.emit_json(exc.body)
-        status = f" ({exc.status})" if exc.status else ""
-        err.write(f"error{status}: {exc.code}: {exc.message}\n".replace(": \n", "\n"))
+        err.write(_refusal_line(exc) + "\n")
         return EXIT_REFUSED
+
+
+def _refusal_line(exc: ApiError) -> str:
+    if exc.status == 0:
+        return f"relayflow: {exc.message}"
+    line = f"error ({exc.status}): {exc.code}: {exc.message}".removesuffix(": ")
+    return f"{line}; {TOKEN_HINT}" if exc.status == 401 else line

@@ -13,6 +13,17 @@ class AppLoadError(Exception):
     """The app module could not be imported."""
 
 
+def put_working_directory_on_path() -> None:
+    """Let the current directory's modules be imported, as ``python -m`` would.
+
+    The ``relayflow`` console script starts with its own folder first on ``sys.path``, not the
+    current directory where a project's workflows usually live.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def load_app(module: str) -> ModuleType:
     """Import ``module`` (from the current directory too), registering its workflows.
 
@@ -20,9 +31,7 @@ def load_app(module: str) -> ModuleType:
         AppLoadError: The module (or something it imports) is missing, does not parse, or
             raises while it is imported (a workflow declared wrongly, for example).
     """
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    put_working_directory_on_path()
     try:
         return importlib.import_module(module)
     except ImportError as exc:

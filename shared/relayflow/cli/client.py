@@ -11,14 +11,45 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
+
+from relayflow.cli.values import UsageError
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT_S = 30.0
 #: Answers after which a write is sent again, with the same ``Idempotency-Key``.
 RETRIED_STATUSES = frozenset({0, 409, 502, 503, 504})
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
+#: What a 401 answer adds: where a token comes from.
+TOKEN_HINT = (
+    "pass --token or RELAYFLOW_TOKEN; `relayflow dev` prints its token at start "
+    "and keeps it in .relayflow/dev.json"
+)
+
+
+def api_base_url(url: str) -> str:
+    """``url`` with a scheme: ``localhost:8787`` becomes ``http://localhost:8787``.
+
+    A loopback address gets ``http://`` (what ``relayflow dev`` serves), any other host
+    ``https://`` (API Gateway); a trailing slash is dropped.
+
+    Raises:
+        UsageError: The URL has another scheme (``ftp://``) or no host.
+    """
+    text = url.strip()
+    if "://" not in text and text:
+        host = urlsplit(f"//{text}").hostname or ""
+        loopback = host in _LOOPBACK_HOSTS or host.startswith("127.")
+        text = f"{'http' if loopback else 'https'}://{text}"
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise UsageError(
+            f"{url!r} is not an API URL: give --url or RELAYFLOW_URL as http://HOST:PORT "
+            "or https://HOST (relayflow dev serves http://127.0.0.1:8787)"
+        )
+    return text.rstrip("/")
 
 
 class ApiError(Exception):
@@ -104,8 +135,21 @@ class ApiClient:
                 headers=headers,
                 timeout=timeout_s or self.timeout_s,
             )
+        except requests.ConnectionError as exc:
+            raise ApiError(
+                0,
+                "unreachable",
+                f"no relayflow API at {self.url}: is `relayflow dev` running? (set RELAYFLOW_URL)",
+            ) from exc
+        except requests.Timeout as exc:
+            limit = timeout_s or self.timeout_s
+            raise ApiError(
+                0, "unreachable", f"the relayflow API at {self.url} did not answer in {limit:g} s"
+            ) from exc
         except requests.RequestException as exc:
-            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {exc}") from exc
+            raise ApiError(
+                0, "unreachable", f"cannot call {self.url}: {type(exc).__name__}"
+            ) from exc
         try:
             decoded: Any = response.json() if response.content else None
         except ValueError:

@@ -9,10 +9,34 @@ sees every step the previous host made durable before it crashed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from relayflow.core.metadata import apply_updates
 from relayflow.core.record import RunRecord
-from relayflow.protocol import CheckpointEntry, StreamChunk
+from relayflow.errors import CheckpointUnavailableError
+from relayflow.protocol import CheckpointEntry, StreamChunk, WaitingResponse
+
+#: The reason a host gives for ending an invocation it could not checkpoint (the meta of the
+#: ``checkpoint:<n>`` wait, due at once, that it answers with).
+UNAVAILABLE_REASON = CheckpointUnavailableError.code
+
+
+def ended_unavailable(body: Any) -> bool:
+    """True when a host's answer (a ``StepResponse`` or its wire form) ended its invocation
+    because the run's checkpoint log could not be written: the run is invoked again from
+    what the answer carries."""
+    if isinstance(body, WaitingResponse):
+        metas: list[Any] = [wait.meta for wait in body.waitpoints]
+    elif isinstance(body, dict) and body.get("status") == "waiting":
+        waits = body.get("waitpoints")
+        metas = (
+            [w.get("meta") for w in waits if isinstance(w, dict)] if isinstance(waits, list) else []
+        )
+    else:
+        return False
+    return any(
+        isinstance(meta, dict) and meta.get("reason") == UNAVAILABLE_REASON for meta in metas
+    )
 
 
 def attempts_of(entry: object) -> int:

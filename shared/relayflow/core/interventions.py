@@ -37,7 +37,7 @@ from relayflow.core.outcome import (
 from relayflow.core.record import RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at
-from relayflow.errors import RunTerminalError
+from relayflow.errors import ChildRunError, RunTerminalError, child_ended_message
 from relayflow.protocol import CancelDirective, SerializedError, WaitpointResolution
 
 
@@ -182,7 +182,13 @@ def cancel(record: RunRecord, reason: str | None, compensate: bool, now: int) ->
 def child_ended(
     parent: RunRecord, waitpoint_id: str, outcome: ChildOutcome, now: int
 ) -> Transition:
-    """Resolve the parent's RUN wait with a child's end: its output, or ``CHILD_RUN_ENDED``."""
+    """Resolve the parent's RUN wait with a child's end: its output, or its error.
+
+    As in the reference, a child's error reaches the parent's wait with the child's own
+    ``category``, ``code`` and ``message`` (``CHILD_RUN_ENDED`` only when the child has no
+    code), so bodies on any host can branch on the child's code. ``data`` names the child
+    run and its status (a relayflow extension that reference hosts ignore).
+    """
     if parent.is_terminal or waitpoint_id in parent.journal.waitpoints_resolved:
         return Transition(parent, (), changed=False)
     rec = working_copy(parent)
@@ -191,19 +197,15 @@ def child_ended(
             kind="RUN", resolved_at=now, payload=outcome.output, source="replay"
         )
     else:
-        child_message = outcome.error.message if outcome.error is not None else ""
-        message = f"child run {outcome.run_id} ended with status {outcome.status}"
-        if child_message:
-            message += f": {child_message}"
+        child = outcome.error or SerializedError(code="", message="")
         resolution = WaitpointResolution(
             kind="RUN",
             resolved_at=now,
             source="replay",
             error=SerializedError(
-                category=outcome.error.category if outcome.error else "USER_ERROR",
-                code="CHILD_RUN_ENDED",
-                message=message,
-                cause=outcome.error,
+                category=child.category,
+                code=child.code or ChildRunError.code,
+                message=child.message or child_ended_message(outcome.status),
                 data={"childRunId": outcome.run_id, "childStatus": outcome.status},
             ),
         )

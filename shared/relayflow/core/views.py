@@ -3,8 +3,8 @@ journal events ``stream_run`` yields."""
 
 from __future__ import annotations
 
-import base64
 import json
+import re
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, Literal
@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, computed_field
 
 from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
+from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.protocol import (
     AbandonedOutcome,
     CompensationReport,
@@ -38,6 +39,19 @@ TIMELINE_MAX_LIMIT = 1000
 _RUN_TOKEN_ID_KEY = "runTokenId"
 
 
+class UnavailableValue(RecordModel):
+    """A value of a run that its payload store no longer holds (or holds corrupted).
+
+    ``path`` is a JSON Pointer into the run's stored document (``/input``, ``/output``,
+    ``/journal/stepResults/<key>``...); ``reason`` is ``payload_not_found`` or
+    ``payload_corrupt``; ``ref`` is the payload reference that could not be read.
+    """
+
+    path: str
+    reason: str
+    ref: str | None = None
+
+
 class RunSummary(RecordModel):
     """One line of ``list_runs``."""
 
@@ -48,6 +62,8 @@ class RunSummary(RecordModel):
     completed_at: int | None = None
     tags: list[str] = Field(default_factory=list)
     environment: str = "development"
+    #: Values the payload store could not give: left out (None) of this view.
+    values_unavailable: list[UnavailableValue] = Field(default_factory=list)
 
 
 class TimelineEntry(RecordModel):
@@ -86,6 +102,8 @@ class TimelineEntry(RecordModel):
     value: Any = None
     value_size: int | None = None
     value_truncated: bool | None = None
+    #: Why the value could not be given (``payload_not_found``/``payload_corrupt``).
+    value_unavailable: str | None = None
     abandoned_ended_at: int | None = None
     abandoned_outcome: AbandonedOutcome | None = None
 
@@ -97,6 +115,8 @@ class TimelinePage(RecordModel):
     status: str
     entries: list[TimelineEntry]
     next_cursor: str | None = None
+    #: Entries of the run the payload store no longer gives: absent from every page.
+    values_unavailable: list[UnavailableValue] = Field(default_factory=list)
 
 
 class RunDetail(RunSummary):
@@ -169,9 +189,10 @@ class JournalEvent(RecordModel):
         return (self.type, self.id, self.attempt, self.status)
 
 
-def summary(record: RunRecord) -> RunSummary:
-    """The list view of ``record``."""
+def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> RunSummary:
+    """The list view of ``record``, naming the values of it its store could not give."""
     return RunSummary(
+        values_unavailable=list(unavailable),
         id=record.id,
         workflow_id=record.workflow_id,
         status=record.status,
@@ -322,7 +343,17 @@ def cap_value(
                 update={"value": None, "value_size": pointer_size, "value_truncated": True}
             )
         if resolve is not None:
-            value = resolve(value)
+            try:
+                value = resolve(value)
+            except UNREADABLE_PAYLOADS as exc:
+                return entry.model_copy(
+                    update={
+                        "value": None,
+                        "value_size": pointer_size,
+                        "value_truncated": False,
+                        "value_unavailable": exc.code,
+                    }
+                )
     size = _json_size(value)
     if size > cap:
         return entry.model_copy(update={"value": None, "value_size": size, "value_truncated": True})
@@ -337,22 +368,22 @@ def _pointer_size(value: Any) -> int | None:
     return None
 
 
+#: A timeline cursor: the offset of the page's first entry, in decimal. Every such string is a
+#: place in the timeline (past its end, an empty page); the HTTP API documents the pattern.
+TIMELINE_CURSOR_PATTERN = r"^[0-9]{1,9}$"
+_TIMELINE_CURSOR = re.compile(TIMELINE_CURSOR_PATTERN)
+
+
 def encode_timeline_cursor(offset: int) -> str:
-    """An opaque cursor pointing at the ``offset``-th entry of a run's timeline."""
-    raw = json.dumps({"o": offset}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """The cursor pointing at the ``offset``-th entry of a run's timeline."""
+    return str(offset)
 
 
 def decode_timeline_cursor(cursor: str) -> int:
     """The entry offset a timeline cursor points at; ``ValidationError`` if it is not one."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        offset = json.loads(base64.urlsafe_b64decode(padded.encode()))["o"]
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ValidationError(f"invalid timeline cursor: {cursor!r}") from exc
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+    if not _TIMELINE_CURSOR.fullmatch(cursor):
         raise ValidationError(f"invalid timeline cursor: {cursor!r}")
-    return offset
+    return int(cursor)
 
 
 def timeline_page(

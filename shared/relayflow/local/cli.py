@@ -10,33 +10,53 @@ import logging
 import os
 import shlex
 import signal
-import sys
 import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from relayflow.cli.app_loader import AppLoadError
+from relayflow.cli.app_loader import AppLoadError, put_working_directory_on_path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_APP = "examples"
-#: A sample input per example workflow, so the printed curl commands work as they are.
+#: A sample input per example workflow (those of ``examples`` and of the project ``relayflow
+#: init`` writes), so the printed curl commands work as they are.
 SAMPLE_INPUTS: dict[str, Any] = {
     "media.thumbnails": {"gallery": "g-1", "images": ["a.jpg", "b.png", "notes.txt", "c.jpg"]},
     "orders.fulfil": {"id": "o-1", "total": 42, "items": ["book"]},
+    "orders.process": {"id": "o-1", "items": ["book"]},
 }
+
+
+#: Why ``relayflow dev`` cannot run here, said in one line instead of an ImportError.
+UNSUPPORTED_PLATFORM = (
+    "relayflow dev runs on Linux and macOS, not natively on Windows (it locks its state "
+    "folder with fcntl): run it in WSL"
+)
+
+
+#: What the ``local`` extra brings that ``relayflow dev`` imports (moto's server runs on flask).
+LOCAL_EXTRA_MODULES = ("moto", "flask", "waitress", "watchfiles")
+
+
+def missing_local_modules() -> list[str]:
+    """The modules of the ``local`` extra that are not installed."""
+    return [name for name in LOCAL_EXTRA_MODULES if importlib.util.find_spec(name) is None]
+
+
+def platform_supported() -> bool:
+    """Whether this platform has what the local stack needs (POSIX file locks)."""
+    return importlib.util.find_spec("fcntl") is not None
 
 
 def resolve_app(requested: str | None) -> str | None:
     """The app module to host: the one asked for, else ``examples`` when importable."""
     if requested:
         return requested
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    put_working_directory_on_path()
     return DEFAULT_APP if importlib.util.find_spec(DEFAULT_APP) is not None else None
 
 
@@ -127,6 +147,16 @@ def run_dev(
     With ``--reload``, the stack runs in a child process that is restarted whenever the app's
     files change; ``argv`` is the command line to start it with.
     """
+    if not platform_supported():
+        err.write(f"{UNSUPPORTED_PLATFORM}\n")
+        return EXIT_USAGE
+    missing = missing_local_modules()
+    if missing:
+        err.write(
+            f"relayflow dev needs the local extra ({', '.join(missing)} missing): "
+            "pip install 'relayflow[local]'\n"
+        )
+        return EXIT_USAGE
     if getattr(args, "reload", False):
         from relayflow.local.reload import supervise
 

@@ -10,66 +10,62 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib.util
-import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-__all__ = ["changed_file", "supervise", "watched_files"]
+import watchfiles
 
-POLL_INTERVAL_S = 1.0
+from relayflow.cli.app_loader import put_working_directory_on_path
+
+__all__ = ["WatchedCode", "supervise", "watched_code"]
+
 _STOP_TIMEOUT_S = 30.0
-_SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".venv", ".relayflow", "node_modules"})
+# How long the watcher waits for more changes before restarting once for all of them.
+_DEBOUNCE_MS = 300
+# How often the supervisor looks up from the watcher (a stop request, a stack that exited).
+_WAKE_MS = 500
 
 
-def _app_roots(app: str | None) -> list[Path]:
+@dataclass(frozen=True)
+class WatchedCode:
+    """The code whose changes restart the stack: the app's folders, and whether to look inside."""
+
+    folders: tuple[Path, ...]
+    recursive: bool
+
+    def describe(self) -> str:
+        """The folders, as the supervisor's first line shows them."""
+        return ", ".join(str(f) for f in self.folders)
+
+
+def watched_code(app: str | None) -> WatchedCode | None:
+    """The code of the ``--app`` module, found as the stack finds it (the current directory too).
+
+    A package is watched whole; a single module through its folder's other modules too (the
+    ones next to it that it imports). ``None`` when there is no app, or it cannot be found.
+    """
     if not app:
-        return []
+        return None
+    put_working_directory_on_path()
     try:
         spec = importlib.util.find_spec(app.partition(".")[0])
     except (ImportError, ValueError):
         spec = None
-    if spec is None or spec.origin is None:
-        return []
-    origin = Path(spec.origin)
-    # A package: its whole folder; a single module: that file.
-    return [origin.parent] if origin.name == "__init__.py" else [origin]
-
-
-def watched_files(roots: Iterable[Path]) -> Iterator[Path]:
-    """The Python sources under ``roots`` (files, or folders searched recursively)."""
-    for root in roots:
-        if root.is_file():
-            yield root
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d not in _SKIPPED_DIRS]
-            for name in filenames:
-                if name.endswith(".py"):
-                    yield Path(dirpath) / name
-
-
-def _stamps(roots: Iterable[Path]) -> dict[Path, int]:
-    stamps: dict[Path, int] = {}
-    for path in watched_files(roots):
-        try:
-            stamps[path] = path.stat().st_mtime_ns
-        except FileNotFoundError:
-            continue  # removed while we looked
-    return stamps
-
-
-def changed_file(before: dict[Path, int], after: dict[Path, int]) -> Path | None:
-    """A file added, removed or modified between two scans, if any."""
-    for path in sorted(set(before) | set(after)):
-        if before.get(path) != after.get(path):
-            return path
-    return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        folders = tuple(Path(p).resolve() for p in spec.submodule_search_locations)
+        return WatchedCode(folders=folders, recursive=True)
+    if spec.origin is None or not Path(spec.origin).is_file():
+        return None
+    return WatchedCode(folders=(Path(spec.origin).resolve().parent,), recursive=False)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -101,35 +97,28 @@ def _stop_child(child: subprocess.Popen[bytes]) -> int:
     return child.wait()
 
 
-def supervise(
-    argv: list[str],
-    *,
-    app: str | None,
-    out: TextIO,
-    err: TextIO,
-    poll_interval_s: float = POLL_INTERVAL_S,
-) -> int:
+def supervise(argv: list[str], *, app: str | None, out: TextIO, err: TextIO) -> int:
     """Run ``relayflow dev`` (``argv`` without ``--reload``) and restart it on code changes.
 
     Returns when SIGINT or SIGTERM arrives, with the exit status of the last stack.
     """
-    roots = _app_roots(app)
+    code = watched_code(app)
     stopped = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopped.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    shown = ", ".join(str(r) for r in roots) or "nothing (no --app module found)"
+    missing = f"app module {app} not found" if app else "no --app module"
+    shown = code.describe() if code else f"nothing ({missing})"
     out.write(f"relayflow dev: reloading on changes to {shown}\n")
     out.flush()
     child: subprocess.Popen[bytes] | None = None
     status = 0
     try:
-        stamps = _stamps(roots)
         child = _start_child(argv, first=True)
         reported_exit = False
-        while not stopped.wait(poll_interval_s):
+        for changes in _changes(code, stopped):
             if child.poll() is not None and not reported_exit:
                 status = child.returncode
                 err.write(
@@ -138,11 +127,9 @@ def supervise(
                 )
                 err.flush()
                 reported_exit = True
-            current = _stamps(roots)
-            changed = changed_file(stamps, current)
-            if changed is None:
+            if not changes:
                 continue
-            stamps = current
+            changed = sorted(path for _, path in changes)[0]
             out.write(
                 f"relayflow dev: {changed} changed; restarting the hosted workflows "
                 "(runs carry on)\n"
@@ -157,3 +144,23 @@ def supervise(
             _stop_child(child)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _changes(
+    code: WatchedCode | None, stopped: threading.Event
+) -> Iterator[set[tuple[watchfiles.Change, str]]]:
+    """Batches of changed Python files; an empty batch every wake-up, until ``stopped``."""
+    if code is None:
+        while not stopped.wait(_WAKE_MS / 1000):
+            yield set()
+        return
+    yield from watchfiles.watch(
+        *code.folders,
+        watch_filter=watchfiles.PythonFilter(),
+        recursive=code.recursive,
+        debounce=_DEBOUNCE_MS,
+        rust_timeout=_WAKE_MS,
+        yield_on_timeout=True,
+        stop_event=stopped,
+        raise_interrupt=False,
+    )

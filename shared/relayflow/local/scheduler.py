@@ -14,12 +14,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from relayflow.local.polling import PollingThread
 
 _log = logging.getLogger("relayflow.local")
 _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
 
 Fire = Callable[[dict[str, Any]], None]
+#: Error codes of a page token that no longer points anywhere (moto's, and Scheduler's).
+_STALE = frozenset({"InvalidToken", "ValidationException"})
+#: Listings started over in one poll before it gives up until the next.
+_LIST_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -128,23 +134,42 @@ class LocalScheduler:
             _log.exception("alarm %s failed in the drive handler", name)
 
     def _list(self) -> list[tuple[str, Any]]:
+        for _ in range(_LIST_ATTEMPTS):
+            out = self._list_once()
+            if out is not None:
+                live = {name for name, _ in out}
+                for gone in set(self._known) - live:
+                    del self._known[gone]
+                return out
+        _log.warning("the schedules of %s kept changing while listed; next poll", self._group)
+        return []
+
+    def _list_once(self) -> list[tuple[str, Any]] | None:
+        """Every enabled schedule, or None when a page token went stale meanwhile.
+
+        moto's page token names the first schedule of the next page (Scheduler's tokens may
+        expire too): when drives disarm alarms while a listing of more than a page is read
+        (hundreds of alarms at once), the token is refused with ``InvalidToken``. The listing
+        then starts over rather than end the poll with an error.
+        """
         out: list[tuple[str, Any]] = []
         token: str | None = None
         while True:
             params: dict[str, Any] = {"GroupName": self._group, "MaxResults": 100}
             if token:
                 params["NextToken"] = token
-            page = self._client.list_schedules(**params)
+            try:
+                page = self._client.list_schedules(**params)
+            except ClientError as exc:
+                if token is None or exc.response.get("Error", {}).get("Code") not in _STALE:
+                    raise
+                return None
             for item in page.get("Schedules", []):
                 if item.get("State", "ENABLED") == "ENABLED":
                     out.append((item["Name"], item.get("LastModificationDate")))
             token = page.get("NextToken")
             if not token:
-                break
-        live = {name for name, _ in out}
-        for gone in set(self._known) - live:
-            del self._known[gone]
-        return out
+                return out
 
     def _read(self, name: str, modified: Any) -> _Known | None:
         try:

@@ -234,6 +234,7 @@ class DevState:
         with self.gate.hold():
             for (service, account, region), backend in backends.items():
                 get_backend(service)[account][region] = backend  # type: ignore[call-overload]
+            _index_buckets(backends)
         self._last_digest = hashlib.sha256(path.read_bytes()).digest()
         return len(backends)
 
@@ -276,6 +277,22 @@ class DevState:
                 self.save()
             except Exception as exc:
                 self.on_error(exc)
+
+
+def _index_buckets(backends: dict[tuple[str, str, str], Any]) -> None:
+    """Give moto's index of bucket names the restored buckets.
+
+    S3 finds a bucket, and refuses to create one that exists, through a name index kept
+    beside the backends, not in them. Without it, the stack's ``CreateBucket`` at start
+    would replace each restored bucket with an empty one.
+    """
+    from moto.s3.models import s3_backends
+
+    for (service, account, partition), backend in backends.items():
+        if service != "s3":
+            continue
+        for name in [*backend.buckets, *getattr(backend, "table_buckets", {})]:
+            s3_backends.bucket_accounts[name] = (partition, account)
 
 
 def gate_moto_server(server: Any, gate: RequestGate) -> None:

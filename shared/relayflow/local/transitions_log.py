@@ -78,6 +78,11 @@ class TransitionLog:
         """Report ``after`` if its status or position changed since the last line."""
         self._report(after)
 
+    def on_interrupted(self, run_id: str, reason: str) -> None:
+        """Say that ``run_id`` will be driven again after a transient failure."""
+        now = self._now_ms()
+        self._write(f"{_clock(now)}  {run_id}  interrupted ({reason}), driven again")
+
     def _report(self, record: RunRecord) -> None:
         now = self._now_ms()
         # The position of a waiting run mentions "in 2.0s": compare on status and waits only.

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from relayflow.errors import ValidationError
 from relayflow.events.canonical import short_hash
+from relayflow.json_values import non_json_reason
 from relayflow.protocol import ENVIRONMENTS
 from relayflow.schedules.cron import CronExpression, parse_cron
 from relayflow.schedules.times import parse_iso_ms, rate_expression, zone
@@ -228,10 +229,9 @@ def _checked(declaration: Mapping[str, Any]) -> dict[str, Any]:
                 "schedule input must be a JSON value: schedules fire outside the process "
                 "that declared them, so a function cannot be called there"
             )
-        try:
-            json.dumps(data["input"], allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"schedule input is not JSON: {exc}") from exc
+        reason = non_json_reason(data["input"])
+        if reason is not None:
+            raise ValidationError(f"schedule input is not JSON: {reason}")
     return data
 
 

@@ -260,3 +260,6 @@ class QueuedFiringRelease:
             self._firer.release(spec, drive=False)
         except Exception:  # an observer never breaks the drive; the next firing releases it
             _log.exception("releasing the queued firing of %s failed", schedule_id)
+
+    def on_interrupted(self, run_id: str, reason: str) -> None:
+        """Nothing to release: the run goes on."""

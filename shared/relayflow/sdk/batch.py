@@ -247,10 +247,10 @@ def batch_op(
     policy = completion or CompletionPolicy()
     name = f"{tag}{core.next_batch()}"
     batch_key = core.key(f"batch:{name}")
-    inv.claim(batch_key)
+    entry = core.reach(batch_key, "batch")
     children = [core.child(core.key(f"{name}.{s.segment}")) for s in specs]
     keys = [core.key(f"branch:{name}.{s.segment}") for s in specs]
-    entry = inv.entry(batch_key, "batch")
+    inv.share_ordinal(batch_key, keys)
     if entry is not None and entry.status == "ok":
         for i, spec in enumerate(specs):
             branch = inv.journal.step_results.get(keys[i])

@@ -235,7 +235,8 @@ class WorkflowContext(_BaseContext):
         """Start a child run and return its output (``None`` when ``detach``).
 
         Raises:
-            ChildRunError: The child ended without completing (code ``CHILD_RUN_ENDED``).
+            ChildRunError: The child ended without completing (code ``CHILD_RUN_ENDED``;
+                the child's own code and message in ``child_code``/``child_message``).
         """
         return waits.invoke(
             self._core,

@@ -7,7 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relayflow.errors import CancelledSignal, CompensateRequestedSignal, SuspendSignal
+from relayflow.errors import (
+    CancelledSignal,
+    CompensateRequestedSignal,
+    NotJsonError,
+    SuspendSignal,
+)
 from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
     DURABILITY_UNAVAILABLE,
@@ -31,7 +36,7 @@ from relayflow.sdk.invocation import ExecutorOptions, Invocation
 from relayflow.sdk.registry import Workflow
 from relayflow.sdk.runner import AsyncRunner, SyncRunner, run_coroutine_sync
 from relayflow.sdk.scope import ContextCore
-from relayflow.sdk.serdes import dump_value
+from relayflow.sdk.serdes import dump_output
 from relayflow.sdk.sync_context import SyncWorkflowContext
 
 OutcomeKind = Literal["completed", "suspended", "cancelled", "compensate", "error"]
@@ -191,8 +196,8 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
             return FailedResponse(error=serialize_error(lost), **parts)
     if outcome.kind == "completed":
         try:
-            output = dump_value(outcome.value, None)
-        except TypeError as exc:
+            output = dump_output("the workflow returned a value", outcome.value, None)
+        except NotJsonError as exc:
             return FailedResponse(error=serialize_error(exc), **parts)
         return CompletedResponse(output=output, **parts)
     if outcome.kind == "compensate":

@@ -14,7 +14,7 @@ from relayflow.errors import (
     StepInterruptedError,
 )
 from relayflow.protocol import SerializedError
-from relayflow.sdk.serdes import DEFAULT_SERDES
+from relayflow.sdk.serdes import dump_converting
 
 _MAX_CAUSE_DEPTH = 5
 
@@ -27,7 +27,9 @@ _REHYDRATABLE: dict[str, type[RelayflowError]] = {
         errors.RetryableError,
         errors.StepTimeoutError,
         errors.StepInterruptedError,
+        errors.StepStillRunningError,
         errors.StepFailedError,
+        errors.NotJsonError,
         errors.WaitTimeoutError,
         errors.HeartbeatTimeoutError,
         errors.TokenFailedError,
@@ -41,7 +43,7 @@ _REHYDRATABLE: dict[str, type[RelayflowError]] = {
 
 def _json_or_text(value: Any) -> Any:
     try:
-        return DEFAULT_SERDES.dumps(value)
+        return dump_converting(value)
     except TypeError:
         return repr(value)
 

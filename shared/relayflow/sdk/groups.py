@@ -74,8 +74,7 @@ def group_op(
     inv = core.inv
     key = core.key(f"group:{name}")
     child_path = core.key(name)
-    inv.claim(key)
-    entry = inv.entry(key, "group")
+    entry = core.reach(key, "group")
     if entry is not None and entry.status in ("ok", "err"):
         if entry.status == "ok" and entry.compensables:
             replayed = core.child(child_path)

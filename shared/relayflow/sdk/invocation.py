@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from relayflow.config import read_overrun_grace_max_ms
 from relayflow.errors import (
     CancelledSignal,
     CheckpointUnavailableError,
@@ -22,6 +23,7 @@ from relayflow.protocol import (
     WaitpointResolution,
 )
 from relayflow.sdk.checkpoints import Checkpointer
+from relayflow.sdk.ordinals import JournalOrder, Operation
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
 
@@ -50,6 +52,8 @@ class ExecutorOptions:
         step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
             first, then the id as written). A callable replaces the step function and gets
             the same arguments; any other value is returned as the step's result.
+        overrun_grace_max_ms: Caps the grace (twice the step's timeout) a step's next attempt
+            waits for timed-out code still running here; ``RELAYFLOW_OVERRUN_GRACE_MAX``.
     """
 
     in_process_retry_threshold_ms: int = 1_000
@@ -59,6 +63,7 @@ class ExecutorOptions:
     per_step_max_work: int = 100_000
     sleep: Callable[[float], None] | None = None
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
+    overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
 
 
 def position_of(wait_id: str) -> tuple[str, str] | None:
@@ -104,6 +109,9 @@ class Invocation:
         self._yielding = False
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, str], str] = {}
+        self._order = JournalOrder(self.journal.step_results)
+        #: The ordinal of each key reached in order in this invocation, stamped on its entry.
+        self._ordinals: dict[str, int] = {}
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -120,9 +128,33 @@ class Invocation:
         self._claimed.add(key)
         self.last_op = key
 
+    def reach(
+        self, key: str, kind: str, scope: str, ordinal: int | None
+    ) -> StepJournalEntry | None:
+        """Claim ``key`` as operation ``ordinal`` of ``scope`` (``None``: not numbered) and
+        return its journal entry; an operation the journal does not have at that position,
+        or any operation after a non-determinism was found, raises before it runs."""
+        if self.nondeterminism is not None:
+            raise self.nondeterminism
+        self.claim(key)
+        if ordinal is not None:
+            self._ordinals[key] = ordinal
+            divergence = self._order.check(scope, ordinal, Operation(key, kind))
+            if divergence is not None:
+                raise self.nondeterministic(divergence.message(), data=divergence.data())
+        return self.entry(key, kind)
+
+    def share_ordinal(self, holder: str, keys: list[str]) -> None:
+        """Journal the entries of ``keys`` at the position of ``holder`` (a batch's branches)."""
+        ordinal = self._ordinals.get(holder)
+        if ordinal is not None:
+            self._ordinals.update(dict.fromkeys(keys, ordinal))
+
     def record(self, key: str, entry: StepJournalEntry) -> None:
         """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
         (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
+        if entry.ordinal is None:
+            entry.ordinal = self._ordinals.get(key)
         self.journal.step_results[key] = entry
         changed = self.journal_overruns()
         if self.checkpointer is not None:
@@ -168,9 +200,9 @@ class Invocation:
             )
         return found
 
-    def nondeterministic(self, message: str) -> NonDeterminismError:
+    def nondeterministic(self, message: str, *, data: Any = None) -> NonDeterminismError:
         """Record (the first) non-determinism: the run fails with it whatever the body does."""
-        error = NonDeterminismError(message)
+        error = NonDeterminismError(message, data=data)
         if self.nondeterminism is None:
             self.nondeterminism = error
         return error
@@ -205,7 +237,10 @@ class Invocation:
 
         ``may_yield=False`` is for an at-most-once attempt already journalled as started: it
         must run in this very invocation, or a later one would count it as interrupted.
+        Nothing starts once a non-determinism was found (a body may have swallowed it).
         """
+        if self.nondeterminism is not None:
+            raise self.nondeterminism
         self.check_cancel()
         self._live_count += 1
         if not may_yield:

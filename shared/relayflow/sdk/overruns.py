@@ -1,10 +1,12 @@
-"""When timed-out attempts really ended: facts the abandoned code leaves for the run's journal.
+"""Attempts given up at their timeout whose code runs on, and when that code really ended.
 
 An attempt given up at its timeout fails with ``TIMEOUT`` at once, but its code runs on in
-its thread (Python cannot stop one). When that code returns or raises, the moment and the
-way are kept here, per run, until an invocation of the run in this process journals them on
-the failed attempt (``abandoned_ended_at``/``abandoned_outcome``) with its next checkpoint
-or answer. The step's outcome never changes: only the history gains the fact.
+its thread (Python cannot stop one). While it runs, :data:`ABANDONED` holds it, per step, so
+that the step's next attempt in this process is not started beside it. When that code
+returns or raises, the moment and the way are kept in :data:`OVERRUNS`, per run, until an
+invocation of the run in this process journals them on the failed attempt
+(``abandoned_ended_at``/``abandoned_outcome``) with its next checkpoint or answer. The
+step's outcome never changes: only the history gains the fact.
 """
 
 from __future__ import annotations
@@ -54,6 +56,48 @@ class Overruns:
 
 #: This process's facts.
 OVERRUNS = Overruns()
+
+
+class AbandonedAttempts:
+    """Attempts given up at their timeout whose code still runs in this process, per step
+    (keyed by the step's idempotency key; thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, threading.Event] = {}
+
+    def keep(self, step: str, done: threading.Event) -> None:
+        """``step``'s abandoned code runs until ``done`` is set."""
+        with self._lock:
+            self._running[step] = done
+
+    def release(self, step: str, done: threading.Event) -> None:
+        """The code that ``done`` stands for ended."""
+        with self._lock:
+            if self._running.get(step) is done:
+                del self._running[step]
+
+    def running(self, step: str) -> bool:
+        """Whether abandoned code of ``step`` still runs here."""
+        with self._lock:
+            running = self._running.get(step)
+        return running is not None and not running.is_set()
+
+    def wait_clear(self, step: str, timeout_s: float) -> bool:
+        """True when no abandoned code of ``step`` runs (after waiting up to ``timeout_s``)."""
+        with self._lock:
+            running = self._running.get(step)
+        return running is None or running.wait(timeout_s)
+
+
+#: This process's abandoned attempts.
+ABANDONED = AbandonedAttempts()
+
+
+def overrun_grace_ms(timeout_ms: int, cap_ms: int) -> int:
+    """How long after an attempt was given up at its timeout the step's next attempt may
+    wait for its code: twice the timeout, at most ``cap_ms``."""
+    return max(0, min(2 * timeout_ms, cap_ms))
 
 
 def journal_overruns(journal: Journal, facts: list[Overrun]) -> list[str]:

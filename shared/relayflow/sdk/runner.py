@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from relayflow.errors import StepTimeoutError
 from relayflow.sdk.effects import Batch, Body, Call, Effect, Op, Pause
+from relayflow.sdk.overruns import ABANDONED
 from relayflow.sdk.scope import STEP_SCOPE, ContextCore
 
 T = TypeVar("T")
@@ -52,41 +53,6 @@ def _timeout_error(label: str, timeout_ms: int) -> StepTimeoutError:
     return StepTimeoutError(f"step {label!r} timed out after {timeout_ms}ms")
 
 
-class _Abandoned:
-    """Attempts given up at their timeout whose code is still running, per step, in this
-    process: Python cannot stop a thread, so the next attempt of that step waits for it
-    (up to the step's timeout) and is not started while it runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: dict[str, threading.Event] = {}
-
-    def keep(self, step: str, done: threading.Event) -> None:
-        with self._lock:
-            self._running[step] = done
-
-    def release(self, step: str, done: threading.Event) -> None:
-        with self._lock:
-            if self._running.get(step) is done:
-                del self._running[step]
-
-    def wait_clear(self, step: str, timeout_s: float) -> bool:
-        """True when no abandoned attempt of ``step`` runs (after waiting ``timeout_s``)."""
-        with self._lock:
-            running = self._running.get(step)
-        return running is None or running.wait(timeout_s)
-
-
-_ABANDONED = _Abandoned()
-
-
-def _still_running_error(label: str) -> StepTimeoutError:
-    return StepTimeoutError(
-        f"step {label!r}: an earlier attempt that timed out is still running in this host; "
-        "this attempt was not started"
-    )
-
-
 def _step_key(effect: Call) -> str | None:
     info = effect.scope.info if effect.scope is not None else None
     return info.idempotency_key if info is not None else None
@@ -119,17 +85,18 @@ class _Attempt:
                 # Whatever the report does, the next attempt must not wait for this one.
                 self.done.set()
                 if self._step is not None:
-                    _ABANDONED.release(self._step, self.done)
+                    ABANDONED.release(self._step, self.done)
 
     def abandon(self) -> None:
-        """Give the attempt up at its timeout; the next one waits while its code runs."""
+        """Give the attempt up at its timeout; the step's next one is held while its code
+        runs (see ``relayflow.sdk.steps``)."""
         with self._lock:
             self._abandoned = True
             if self._raised is not None:
                 # It ended between the timeout and this call: a given-up attempt all the same.
                 self._on_overrun(self._raised)
             elif self._step is not None:
-                _ABANDONED.keep(self._step, self.done)
+                ABANDONED.keep(self._step, self.done)
 
 
 def _start_thread(fn: Callable[[], Any], attempt: _Attempt, box: dict[str, Any]) -> None:
@@ -156,15 +123,9 @@ def _call_in_thread(
     step: str | None = None,
     on_overrun: Callable[[bool], None] | None = None,
 ) -> Any:
-    """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout.
-
-    While an abandoned attempt of ``step`` still runs, the next one waits for it (up to the
-    timeout) and, if it is still running then, fails without starting: never two attempts
-    of one step at once in this process.
-    """
+    """Call ``fn`` in a daemon thread; an uncooperative call is abandoned at the timeout and
+    kept in ``ABANDONED`` under ``step`` while its code runs on."""
     timeout_s = None if timeout_ms is None else timeout_ms / 1000
-    if step is not None and not _ABANDONED.wait_clear(step, timeout_s or 0):
-        raise _still_running_error(label)
     box: dict[str, Any] = {}
     attempt = _Attempt(step, on_overrun)
     _start_thread(fn, attempt, box)
@@ -174,13 +135,6 @@ def _call_in_thread(
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-async def _wait_clear(step: str, timeout_ms: int, label: str) -> None:
-    """Wait (off the loop) for an abandoned attempt of ``step``; refuse if it keeps running."""
-    clear = await asyncio.to_thread(_ABANDONED.wait_clear, step, timeout_ms / 1000)
-    if not clear:
-        raise _still_running_error(label)
 
 
 def _thread_future(fn: Callable[[], Any], attempt: _Attempt) -> asyncio.Future[Any]:
@@ -342,8 +296,6 @@ class AsyncRunner:
             if _is_async_callable(effect.fn):
                 pending: Awaitable[Any] = effect.fn(*effect.args)
             else:
-                if step is not None:
-                    await _wait_clear(step, effect.timeout_ms or 0, effect.label)
                 fn, args = effect.fn, effect.args
                 attempt = _Attempt(step, effect.on_overrun)
                 pending = _thread_future(lambda: fn(*args), attempt)

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.protocol import MetadataUpdate
+from relayflow.protocol import MetadataUpdate, StepJournalEntry
 from relayflow.sdk.determinism import Mulberry32, fnv1a_seed
 from relayflow.sdk.invocation import Invocation
+from relayflow.sdk.ordinals import ScopeOrder
 from relayflow.sdk.retry import RetryPolicy
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -87,6 +88,7 @@ class ContextCore:
         seed_text = inv.request.run_id if not path else f"{inv.request.run_id}/{path}"
         self.rng = Mulberry32(fnv1a_seed(seed_text))
         self.compensables: list[Compensable] = []
+        self.order = ScopeOrder(concurrent=inv.workflow.is_async)
 
     @property
     def namespace(self) -> str:
@@ -96,6 +98,11 @@ class ContextCore:
     def key(self, local_id: str) -> str:
         """The journal key of ``local_id`` in this context."""
         return f"{self.namespace}{local_id}"
+
+    def reach(self, key: str, kind: str) -> StepJournalEntry | None:
+        """Claim ``key`` as this scope's next operation and return its journal entry, after
+        checking it against the journal (see :mod:`relayflow.sdk.ordinals`)."""
+        return self.inv.reach(key, kind, self.path, self.order.take())
 
     def next_position(self) -> int:
         """Consume the next positional wait number."""

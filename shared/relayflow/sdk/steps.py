@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relayflow.errors import StepInterruptedError, SuspendSignal
+from relayflow.errors import StepInterruptedError, StepStillRunningError, SuspendSignal
 from relayflow.protocol import (
     AbandonedOutcome,
     MetadataUpdate,
@@ -16,7 +16,7 @@ from relayflow.protocol import (
 )
 from relayflow.sdk.effects import Call, Op, Pause
 from relayflow.sdk.failures import serialize_error, step_failure
-from relayflow.sdk.overruns import OVERRUNS, Overrun
+from relayflow.sdk.overruns import ABANDONED, OVERRUNS, Overrun, overrun_grace_ms
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_output, load_value
@@ -68,8 +68,7 @@ def run_step(
         raise ValueError(f"invalid semantics: {opts.semantics!r}")
     inv = core.inv
     key = core.key(step_id)
-    inv.claim(key)
-    entry = inv.entry(key, "step")
+    entry = core.reach(key, "step")
     if entry is not None:
         _replay_metadata(core, entry)
         if entry.status in ("ok", "err"):
@@ -77,9 +76,11 @@ def run_step(
     fn = _mocked(inv.options.step_mocks, key, step_id, fn)
     policy = opts.retry or core.retry_override
     attempt = 1
+    refusals = 0
     if entry is not None and entry.status == "retrying":
         attempt = entry.attempt + 1
-        wait_id = f"retry:{key}:{attempt}"
+        refusals = entry.refused_starts or 0
+        wait_id = _retry_wait_id(key, attempt, refusals)
         due = entry.next_attempt_at or 0
         if inv.resolution(wait_id) is None and inv.now_ms() < due:
             inv.suspend_on(core.path, _retry_wait(wait_id, key, attempt, due, due - inv.now_ms()))
@@ -96,9 +97,16 @@ def run_step(
             yield Pause(pause)
     if entry is None:
         entry = StepJournalEntry(status="started", kind="step", attempt=0, started_at=inv.now_ms())
+    step_key = _idempotency_key(inv, key, opts)
     while True:
         ready = opts.semantics == "at_most_once" and _durably_started(entry, attempt, inv)
         inv.begin_work(may_yield=not ready)
+        if opts.timeout_ms is not None and ABANDONED.running(step_key):
+            refusals += 1
+            yield Pause(_hold(core, key, entry, attempt, policy, opts, refusals))
+            continue
+        refusals = 0
+        entry.refused_starts = None
         if opts.semantics == "at_most_once" and not ready:
             now = inv.now_ms()
             entry.status = "started"
@@ -123,12 +131,12 @@ def run_step(
                 # Without a checkpoint log the mark is durable once this invocation answers.
                 inv.request_yield("at_most_once")
         started_at = inv.now_ms()
-        info = StepInfo(key, attempt, opts.idempotency_key or f"{inv.request.run_id}:{key}")
+        info = StepInfo(key, attempt, step_key)
         scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
         try:
             overrun = _overrun_reporter(inv, key, attempt) if opts.timeout_ms else None
             value = yield Call(fn, args, opts.timeout_ms, scope, key, overrun)
-            output = dump_output(f"step {key!r}", value, opts.serdes)
+            output = dump_output(f"step {key!r} returned a value", value, opts.serdes)
         except Exception as exc:
             _keep_metadata(entry, scope.updates)
             _drop_started(entry, attempt)
@@ -224,6 +232,69 @@ def _attempt(
         finished_at=finished,
         error=serialize_error(error) if error is not None else None,
     )
+
+
+def _idempotency_key(inv: Any, key: str, opts: StepOptions) -> str:
+    """The step's idempotency key: it also names the step's abandoned code in ``ABANDONED``."""
+    return opts.idempotency_key or f"{inv.request.run_id}:{key}"
+
+
+def _retry_wait_id(key: str, attempt: int, refusals: int) -> str:
+    """The wait before ``attempt``; a start refused ``refusals`` times waits under a new id."""
+    return f"retry:{key}:{attempt}" + (f":held{refusals}" if refusals else "")
+
+
+def _hold(
+    core: ContextCore,
+    key: str,
+    entry: StepJournalEntry,
+    attempt: int,
+    policy: RetryPolicy | None,
+    opts: StepOptions,
+    refusals: int,
+) -> int:
+    """``attempt`` was not started: the code of an earlier attempt, given up at its timeout,
+    still runs in this process. A refused start is not an attempt: it is tried again after
+    the policy's next backoff, until the grace after that timeout has passed; then the step
+    fails with ``STEP_STILL_RUNNING``. Returns the in-process pause; a longer wait suspends
+    on a ``retry:`` wait journalled with the number of refusals.
+    """
+    inv = core.inv
+    now = inv.now_ms()
+    _drop_started(entry, attempt)
+    # The grace runs from the deadline the abandoned code missed; when that code belongs to
+    # another step or run sharing this step's idempotency key, from when this step began.
+    timed_out = entry.attempts[-1] if entry.attempts else None
+    given_up_at = timed_out.finished_at if timed_out is not None else None
+    grace = overrun_grace_ms(opts.timeout_ms or 0, inv.options.overrun_grace_max_ms)
+    grace_end = (entry.started_at if given_up_at is None else given_up_at) + grace
+    entry.attempt = attempt - 1
+    entry.status = "retrying"
+    if now >= grace_end:
+        error = StepStillRunningError(
+            f"step {key!r}: code given up at its timeout (idempotency key "
+            f"{_idempotency_key(inv, key, opts)!r}) was still running {grace} ms later; "
+            f"attempt {attempt} was not started beside it"
+        )
+        entry.status = "err"
+        entry.error = serialize_error(error)
+        entry.finished_at = now
+        entry.next_attempt_at = None
+        entry.refused_starts = None
+        inv.record(key, entry)
+        core.advance_clock(now)
+        raise step_failure(entry.error, key)
+    backoff = (policy or RetryPolicy()).backoff_ms(
+        attempt - 1 + refusals, jitter_key=f"{inv.request.run_id}:{key}"
+    )
+    delay = max(1, min(backoff, grace_end - now))
+    if inv.can_wait_in_process(delay):
+        return delay
+    entry.next_attempt_at = now + delay
+    entry.refused_starts = refusals
+    inv.record(key, entry)
+    wait_id = _retry_wait_id(key, attempt, refusals)
+    inv.suspend_on(core.path, _retry_wait(wait_id, key, attempt, now + delay, delay))
 
 
 def _retry_wait(wait_id: str, key: str, attempt: int, wake_at: int, delay: int) -> Waitpoint:

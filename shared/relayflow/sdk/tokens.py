@@ -77,8 +77,7 @@ def create_token(
     else:
         public_id = token_id
     key = core.key(f"token:{token_id}")
-    inv.claim(key)
-    entry = inv.entry(key, "token")
+    entry = core.reach(key, "token")
     if entry is None:
         inv.check_cancel()
         now = inv.now_ms()
@@ -186,8 +185,7 @@ def condition_op(
     inv = core.inv
     label = name if name is not None else str(core.next_position())
     key = core.key(f"condition:{label}")
-    inv.claim(key)
-    entry = inv.entry(key, "condition")
+    entry = core.reach(key, "condition")
     if entry is not None:
         for update in entry.metadata_updates:
             inv.emit_metadata(update)

@@ -5,12 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from relayflow.errors import ChildRunError, HeartbeatTimeoutError, WaitTimeoutError
-from relayflow.protocol import Waitpoint, WaitpointKind, WaitpointResolution
+from relayflow.errors import (
+    ChildRunError,
+    HeartbeatTimeoutError,
+    WaitTimeoutError,
+    child_ended_message,
+)
+from relayflow.protocol import SerializedError, Waitpoint, WaitpointKind, WaitpointResolution
 from relayflow.sdk.durations import Duration, parse_duration, parse_optional_duration
 from relayflow.sdk.registry import Workflow
 from relayflow.sdk.scope import ContextCore, ensure_not_in_step
-from relayflow.sdk.serdes import Serdes, dump_value, load_value
+from relayflow.sdk.serdes import Serdes, dump_output, dump_value, load_value
 
 OnTimeout = Literal["null", "raise"]
 
@@ -131,6 +136,42 @@ def wait_for_message(
     return _suspend(core, wait_id, kind, meta, timeout_ms)
 
 
+def child_run_error(wire: SerializedError, child_workflow_id: str) -> ChildRunError:
+    """The error ``ctx.invoke`` raises for a child that did not complete.
+
+    The wire carries the child's own code and message, as the reference's does; the error
+    keeps relayflow's ``CHILD_RUN_ENDED`` and a message naming the child run (from ``data``,
+    when relayflow's orchestrator wrote it). A resolution journalled before the wire carried
+    the child's code (``CHILD_RUN_ENDED``, the wrapped message, the child's error as its
+    ``cause``) raises the same error as it did then.
+    """
+    data = wire.data if isinstance(wire.data, dict) else {}
+    run_id, status = data.get("childRunId"), data.get("childStatus")
+    if not isinstance(run_id, str) or not isinstance(status, str):
+        return ChildRunError(
+            wire.message or f"child run of {child_workflow_id!r} did not complete",
+            data=wire.data,
+            child_code=wire.code or ChildRunError.code,
+            child_message=wire.message,
+        )
+    wrapped = f"child run {run_id} ended with status {status}"
+    if wire.code == ChildRunError.code and wire.message.startswith(wrapped):
+        child = wire.cause
+        return ChildRunError(
+            wire.message,
+            data=wire.data,
+            child_code=child.code if child is not None else ChildRunError.code,
+            child_message=child.message if child is not None else child_ended_message(status),
+        )
+    own_message = wire.message not in ("", child_ended_message(status))
+    return ChildRunError(
+        f"{wrapped}: {wire.message}" if own_message else wrapped,
+        data=wire.data,
+        child_code=wire.code,
+        child_message=wire.message,
+    )
+
+
 def invoke(
     core: ContextCore,
     target: Workflow[Any] | str,
@@ -150,15 +191,13 @@ def invoke(
     if resolution is not None:
         core.advance_clock(resolution.resolved_at)
         if resolution.error is not None:
-            raise ChildRunError(
-                resolution.error.message or f"child run of {child_id!r} did not complete",
-                code=resolution.error.code or ChildRunError.code,
-                data=resolution.error.data,
-            )
+            raise child_run_error(resolution.error, child_id)
         return None if detach else load_value(resolution.payload, serdes)
     meta: dict[str, Any] = {
         "childWorkflowId": child_id,
-        "childInput": dump_value(child_input, serdes),
+        "childInput": dump_output(
+            f"the child run of {child_id!r} was given an input", child_input, serdes
+        ),
         "detach": detach,
         "tags": list(tags),
     }

@@ -227,7 +227,7 @@ def test_an_unreachable_api_exits_1() -> None:
         ["--url", "http://127.0.0.1:9", "runs", "get", "r"], stdout=io.StringIO(), stderr=err
     )
     assert code == 1
-    assert "cannot reach http://127.0.0.1:9" in err.getvalue()
+    assert err.getvalue().startswith("relayflow: no relayflow API at http://127.0.0.1:9: ")
 
 
 def test_runs_list_prints_a_table_and_passes_filters(fake_api: FakeApi) -> None:

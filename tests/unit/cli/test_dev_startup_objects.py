@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import logging
 import os
 import signal
 import threading
@@ -39,6 +40,12 @@ def test_the_objects_loaded_at_start_are_frozen_once_the_stack_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(stack_module, "DevStack", StartedStack)
+    # run_dev quiets the process's logs for the console: later tests must not inherit that.
+    for name in ("POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    relayflow_logger = logging.getLogger("relayflow")
+    level = relayflow_logger.level
     args = argparse.Namespace(
         reload=False, http_checkpoints=False, dispatch_url=None, signing_secret=None,
         app=None, port=0, moto_port=0, env="development", dev_token=None, state_dir=".",
@@ -52,5 +59,6 @@ def test_the_objects_loaded_at_start_are_frozen_once_the_stack_runs(
     finally:
         stop.cancel()
         gc.unfreeze()
+        relayflow_logger.setLevel(level)
     assert StartedStack.frozen_at_start == 0
     assert StartedStack.frozen_at_stop > 10_000

@@ -204,14 +204,38 @@ def test_a_completed_child_resolves_the_parent_wait_with_its_output() -> None:
     assert t.record.status == "running"
 
 
-def test_a_failed_child_resolves_the_parent_wait_with_child_run_ended() -> None:
+def test_a_failed_child_resolves_the_parent_wait_with_its_own_error() -> None:
     run = parked(wp("invoke:c:0", "RUN", childWorkflowId="c"))
-    error = SerializedError(code="BOOM", message="bad")
+    error = SerializedError(category="RUNTIME_ERROR", code="BOOM", message="bad", name="E")
     outcome = ChildOutcome("r1/invoke:c:0", "failed", error=error)
     resolution = child_ended(run, "invoke:c:0", outcome, T0).record.journal.waitpoints_resolved
-    assert resolution["invoke:c:0"].error is not None
-    assert resolution["invoke:c:0"].error.code == "CHILD_RUN_ENDED"
-    assert "bad" in resolution["invoke:c:0"].error.message
+    wire = resolution["invoke:c:0"].error
+    assert wire is not None
+    assert (wire.category, wire.code, wire.message) == ("RUNTIME_ERROR", "BOOM", "bad")
+    assert wire.data == {"childRunId": "r1/invoke:c:0", "childStatus": "failed"}
+    assert wire.cause is None
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (None, "failed"),
+        (SerializedError(code="", message=""), "compensated"),
+    ],
+)
+def test_a_child_ended_without_an_error_resolves_the_parent_wait_with_child_run_ended(
+    error: SerializedError | None, status: str
+) -> None:
+    run = parked(wp("invoke:c:0", "RUN", childWorkflowId="c"))
+    outcome = ChildOutcome("r1/invoke:c:0", status, error=error)
+    resolution = child_ended(run, "invoke:c:0", outcome, T0).record.journal.waitpoints_resolved
+    wire = resolution["invoke:c:0"].error
+    assert wire is not None
+    assert (wire.category, wire.code, wire.message) == (
+        "USER_ERROR",
+        "CHILD_RUN_ENDED",
+        f"child run ended with status {status}",
+    )
 
 
 def test_a_child_cancelled_with_its_parent_resumes_nothing_on_a_terminal_parent() -> None:

@@ -87,6 +87,12 @@ def test_a_workflow_without_schedules_keeps_the_reference_template() -> None:
         ({"cron": "0 9 * * *", "overlap": "replace"}, "overlap must be one of"),
         ({"cron": "0 9 * * *", "environments": ["staging"]}, "environments must list"),
         ({"cron": "0 9 * * *", "input": lambda: 1}, "must be a JSON value"),
+        ({"cron": "0 9 * * *", "input": {"ids": {1}}}, r"input is not JSON: \$\.ids is a set"),
+        (
+            {"cron": "0 9 * * *", "input": {"by": {7: "x"}}},
+            r"input is not JSON: \$\.by has the key 7",
+        ),
+        ({"cron": "0 9 * * *", "input": [float("nan")]}, r"input is not JSON: \$\[0\] is nan"),
         ({"cron": "0 9 * * *", "colour": "red"}, "unknown schedule key"),
         ({"cron": "0 9 * * *", "enabled": "yes"}, "enabled must be true or false"),
     ],

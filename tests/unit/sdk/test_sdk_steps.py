@@ -255,31 +255,95 @@ def test_without_any_policy_a_step_gets_one_attempt() -> None:
     assert flaky.calls == 1
 
 
-def test_a_step_timeout_fails_the_attempt_and_no_retry_overlaps_it() -> None:
-    release = threading.Event()
-    calls: list[int] = []
+class HeldCode:
+    """A step whose first call ignores its 30 ms timeout until ``release``; later calls answer."""
 
-    def slow() -> str:
-        calls.append(1)
-        if len(calls) == 1:
-            release.wait(5)
-        return "fast"
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            self.release.wait(10)
+        return f"attempt {self.calls}"
+
+    def end(self, step_key: str) -> None:
+        from relayflow.sdk.overruns import ABANDONED
+
+        self.release.set()
+        assert ABANDONED.wait_clear(step_key, 10)
+
+
+def held_harness(code: HeldCode, **options: Any) -> Harness:
+    """A harness whose in-process waits move its clock; retries over 20 ms park the run."""
 
     @workflow(id="timeout")
     def body(data: Any, ctx: Any) -> Any:
-        return ctx.step("s", slow, timeout=30, retry=RetryPolicy(max=2, initial=1))
+        policy = RetryPolicy(max=2, backoff="fixed", initial=25)
+        return ctx.step("s", code, timeout=30, retry=policy)
 
     harness = Harness("timeout")
+    harness.options = ExecutorOptions(
+        in_process_retry_threshold_ms=20,
+        sleep=lambda seconds: harness.clock.advance(round(seconds * 1000)),
+        **options,
+    )
+    return harness
+
+
+def test_a_retry_refused_while_the_timed_out_code_runs_waits_durably_and_is_no_attempt() -> None:
+    code = HeldCode()
+    harness = held_harness(code)
+    start = harness.clock.now
     try:
-        harness.run()
+        first = harness.call()
+        assert waits_of(first) == ["retry:s:2"]
+        harness.clock.now = start + 25
+        harness.resolve("retry:s:2", "DATETIME")
+
+        # The first attempt's code still runs: the retry is not started, nor counted; the run
+        # waits again, with the policy's backoff, within the grace (twice the timeout).
+        held = harness.call()
+        assert waits_of(held) == ["retry:s:2:held1"]
+        assert held["waitpoints"][0]["meta"]["wakeAt"] == start + 50
+        entry = harness.journal["stepResults"]["s"]
+        assert (entry["status"], entry["attempt"], entry["refusedStarts"]) == ("retrying", 1, 1)
+        assert [a["error"]["code"] for a in entry["attempts"]] == ["TIMEOUT"]
+        assert code.calls == 1
     finally:
-        release.set()
-    attempts = harness.journal["stepResults"]["s"]["attempts"]
-    assert attempts[0]["error"]["code"] == "TIMEOUT"
-    assert attempts[0]["error"]["message"] == "step 's' timed out after 30ms"
-    # The first attempt's code was still running: the retry was not started beside it.
-    assert "still running" in attempts[1]["error"]["message"]
-    assert calls == [1]
+        code.end("run_abc:s")
+    harness.clock.now = start + 50
+    harness.resolve("retry:s:2:held1", "DATETIME")
+    done = harness.call()
+
+    assert (done["status"], done["output"]) == ("completed", "attempt 2")
+    entry = harness.journal["stepResults"]["s"]
+    assert [(a["attempt"], a["status"]) for a in entry["attempts"]] == [(1, "err"), (2, "ok")]
+    assert "refusedStarts" not in entry
+    assert code.calls == 2
+
+
+def test_past_the_grace_the_step_fails_with_step_still_running() -> None:
+    code = HeldCode()
+    # Twice the timeout is 60 ms; the setting caps it at 40 ms.
+    harness = held_harness(code, overrun_grace_max_ms=40)
+    start = harness.clock.now
+    try:
+        harness.call()
+        harness.clock.now = start + 25
+        harness.resolve("retry:s:2", "DATETIME")
+        done = harness.call()
+    finally:
+        code.end("run_abc:s")
+
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == "STEP_STILL_RUNNING"
+    assert "40 ms" in done["error"]["message"]
+    entry = harness.journal["stepResults"]["s"]
+    assert (entry["status"], entry["finishedAt"]) == ("err", start + 40)
+    assert [a["error"]["code"] for a in entry["attempts"]] == ["TIMEOUT"]
+    assert code.calls == 1
 
 
 def test_an_async_step_timeout_fails_with_code_timeout() -> None:

@@ -11,11 +11,13 @@ from sdk_harness import Harness, clean_registry, waits_of  # noqa: F401
 from relayflow.errors import (
     ChildRunError,
     ConditionCheckError,
+    FatalError,
     HeartbeatTimeoutError,
     TokenFailedError,
     WaitTimeoutError,
 )
 from relayflow.sdk import RetryPolicy, workflow
+from relayflow.testing import WorkflowTestEnv
 from relayflow.token_ids import run_token_id
 
 
@@ -399,6 +401,75 @@ def test_a_child_that_did_not_complete_raises_child_run_error() -> None:
     error = {"code": "CHILD_RUN_ENDED", "message": "child run ended with status failed"}
     harness.resolve("invoke:some.child:0", "RUN", None, error=error)
     assert harness.call()["output"] == ["CHILD_RUN_ENDED", "child run ended with status failed"]
+
+
+_CHILD = {"childRunId": "r1/invoke:some.child:0", "childStatus": "failed"}
+_WRAPPED = "child run r1/invoke:some.child:0 ended with status failed: card declined"
+_DECLINED = {"category": "USER_ERROR", "code": "DECLINED", "message": "card declined"}
+_DECLINED_FACTS = {"childCode": "DECLINED", "childMessage": "card declined"}
+
+
+@pytest.mark.parametrize(
+    ("wire", "message", "data"),
+    [
+        # relayflow's orchestrator: the child's own error, plus the child run in data.
+        ({**_DECLINED, "data": _CHILD}, _WRAPPED, {**_CHILD, **_DECLINED_FACTS}),
+        # A reference orchestrator: the child's own error and nothing more.
+        (_DECLINED, "card declined", _DECLINED_FACTS),
+        # Journalled before the wire carried the child's code: the wrapper, the child's
+        # error as the cause. The body sees the same error as then.
+        (
+            {
+                "category": "USER_ERROR",
+                "code": "CHILD_RUN_ENDED",
+                "message": _WRAPPED,
+                "cause": _DECLINED,
+                "data": _CHILD,
+            },
+            _WRAPPED,
+            {**_CHILD, **_DECLINED_FACTS},
+        ),
+    ],
+    ids=["relayflow", "reference", "journalled-wrapped"],
+)
+def test_child_run_error_carries_the_childs_own_code_and_message(
+    wire: dict[str, Any], message: str, data: dict[str, Any]
+) -> None:
+    @workflow(id="parent_codes")
+    def body(data: Any, ctx: Any) -> Any:
+        try:
+            return ctx.invoke("some.child", None)
+        except ChildRunError as exc:
+            return [exc.code, exc.message, exc.child_code, exc.child_message, exc.data]
+
+    harness = Harness("parent_codes")
+    harness.call()
+    harness.resolve("invoke:some.child:0", "RUN", None, error=wire, source="replay")
+
+    output = harness.call()["output"]
+
+    assert output == ["CHILD_RUN_ENDED", message, "DECLINED", "card declined", data]
+
+
+def test_child_run_error_keeps_the_childs_code_when_a_group_replays_it() -> None:
+    @workflow(id="grouped.child")
+    def child(data: Any, ctx: Any) -> Any:
+        raise FatalError("card declined", code="DECLINED")
+
+    @workflow(id="grouped.parent")
+    def parent(data: Any, ctx: Any) -> Any:
+        try:
+            ctx.group("pay", lambda group: group.invoke(child, None))
+        except ChildRunError as exc:
+            seen = [exc.code, exc.child_code, exc.child_message]
+            ctx.sleep("1m")  # the next invocation replays the group's checkpointed error
+            return seen
+
+    env = WorkflowTestEnv([child, parent])
+    run = env.trigger("grouped.parent", None)
+    env.advance("1m")
+
+    assert env.get_run(run.id).output == ["CHILD_RUN_ENDED", "DECLINED", "card declined"]
 
 
 def test_a_detached_invoke_returns_none() -> None:

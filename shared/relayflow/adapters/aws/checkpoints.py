@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import run_items, tables
-from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
+from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
@@ -83,9 +83,14 @@ class DynamoDBCheckpointLog:
 
         Raises:
             CheckpointSlotTakenError: The slot holds another entry (``taken`` is it).
+            CheckpointUnavailableError: DynamoDB (or S3, for a large entry) failed in a way a
+                later retry may not: the host ends the invocation with what it has, and the
+                run is invoked again. The entry may have landed; its slot is never reused.
+            AwsServiceError: Refused for good (a permission, a size limit).
         """
-        item = self._item(run_id, entry)
+        action = f"writing checkpoint {entry.seq} of run {run_id}"
         try:
+            item = self._item(run_id, entry)
             self._db().put_item(
                 TableName=self.table_name,
                 Item=item,
@@ -95,7 +100,10 @@ class DynamoDBCheckpointLog:
             )
         except Exception as exc:
             if not (is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException"):
-                reraise(exc, f"writing checkpoint {entry.seq} of run {run_id}")
+                failed = unavailable(exc, action)
+                if failed is not None:
+                    raise failed from exc
+                reraise(exc, action)
             found = getattr(exc, "response", {}).get("Item")
             if found is not None and found.get("w") == item["w"]:
                 return

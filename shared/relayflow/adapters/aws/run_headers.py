@@ -15,7 +15,9 @@ from relayflow.adapters.aws import run_items, run_pages, tables
 from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
 from relayflow.adapters.aws.run_state import RunState, StoredField
 from relayflow.core.record import RunRecord
+from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
+from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.ports import PayloadStore
 
 #: Largest compressed header document kept in the header item.
@@ -132,9 +134,27 @@ class HeaderCodec:
             item["xp"] = {"BOOL": True}
         return item
 
-    def read(self, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, str]]]:
+    def read(
+        self,
+        header: dict[str, Any],
+        *,
+        values: bool = True,
+        unavailable: list[UnavailableValue] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, tuple[bytes, str]]]:
         """The header document of a header item, and its fields held in the payload store
-        (content hash and reference, by document key)."""
+        (content hash and reference, by document key).
+
+        Args:
+            header: The header item.
+            values: Read the fields held in the payload store (without, they are left out
+                and the document has their defaults: enough to list or sweep the run).
+            unavailable: Collects the fields the payload store cannot give, which are then
+                left out, instead of raising (a view of the run, never to be saved).
+
+        Raises:
+            PayloadNotFoundError: A field is not in the payload store (without
+                ``unavailable``).
+        """
         if "z" not in header:
             raise ValidationError(
                 f"run {header.get(tables.PK, {}).get('S')} is stored in a layout this version "
@@ -150,8 +170,15 @@ class HeaderCodec:
         doc.setdefault("tags", [tag["S"] for tag in header.get("tags", {}).get("L", [])])
         doc.setdefault("startedAt", int(header[tables.TIME_KEY]["S"].split("#", 1)[0]))
         fields: dict[str, tuple[bytes, str]] = {}
-        for key, ref in header.get("refs", {}).get("M", {}).items():
-            data = self._payload_store().get(ref["S"])
+        refs: dict[str, Any] = header.get("refs", {}).get("M", {}) if values else {}
+        for key, ref in refs.items():
+            try:
+                data = self._payload_store().get(ref["S"])
+            except UNREADABLE_PAYLOADS as exc:
+                if unavailable is None:
+                    raise
+                unavailable.append(UnavailableValue(path=f"/{key}", reason=exc.code, ref=ref["S"]))
+                continue
             doc[key] = json.loads(data)
             fields[key] = (run_items.digest(data), ref["S"])
         doc["version"] = int(header["version"]["N"])
@@ -160,6 +187,19 @@ class HeaderCodec:
     def record(self, header: dict[str, Any]) -> RunRecord:
         """The record of a header item alone (its per-entry collections empty)."""
         return RunRecord.from_document(run_items.join_document(self.read(header)[0], []))
+
+    def bare(self, header: dict[str, Any]) -> RunRecord:
+        """The record of a header item without the fields held in the payload store (at
+        their defaults), read with no payload store request: enough to sweep the run."""
+        doc = self.read(header, values=False)[0]
+        return RunRecord.from_document(run_items.join_document(doc, []))
+
+    def listed(self, header: dict[str, Any]) -> tuple[RunRecord, list[UnavailableValue]]:
+        """The record of a header item, and the fields the payload store no longer gives
+        (left out): a listing answers whatever the payload store lost."""
+        unavailable: list[UnavailableValue] = []
+        doc = self.read(header, unavailable=unavailable)[0]
+        return RunRecord.from_document(run_items.join_document(doc, [])), unavailable
 
     def stored_fields(
         self, record: RunRecord, fields: dict[str, tuple[bytes, str]]

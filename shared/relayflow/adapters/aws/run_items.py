@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import pydantic_core
+from pydantic import BaseModel
 
 from relayflow.core.record import RunRecord
 
@@ -79,7 +80,10 @@ FIELD_OF_KEY: dict[str, str] = {
 
 
 def encode(value: Any) -> bytes:
-    """Compact JSON of a stored value (models by alias), as UTF-8."""
+    """Compact JSON of a stored value (models by alias, without the fields at their default,
+    which reading fills in again), as UTF-8."""
+    if isinstance(value, BaseModel):
+        return value.__pydantic_serializer__.to_json(value, by_alias=True, exclude_defaults=True)
     return pydantic_core.to_json(value, by_alias=True)
 
 
@@ -117,6 +121,25 @@ def sources(record: RunRecord) -> Iterator[tuple[str, Any]]:
     for section, attr, _, _ in KEYED_SECTIONS:
         yield section, getattr(record, attr)
     yield STREAMS, record.streams
+
+
+def part_path(part: PartId) -> str:
+    """A JSON Pointer to the entry ``part`` holds in the record's document."""
+    section, key = part
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    for code, _, alias in DICT_SECTIONS:
+        if code == section:
+            return f"/journal/{alias}/{escaped}"
+    for code, _, alias in LIST_SECTIONS:
+        if code == section:
+            return f"/{alias}/{escaped}"
+    for code, _, alias, _ in KEYED_SECTIONS:
+        if code == section:
+            return f"/{alias}/{escaped}"
+    if section == STREAM_CHUNK:
+        stream_id, index = json.loads(key)
+        return f"/streams/{str(stream_id).replace('~', '~0').replace('/', '~1')}/{index}"
+    return f"/streams/{escaped}"
 
 
 def group_of(section: str) -> str:

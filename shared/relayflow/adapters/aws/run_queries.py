@@ -16,6 +16,7 @@ from relayflow.adapters.aws import run_items, tables
 from relayflow.adapters.aws.errors import reraise
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
+from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
 from relayflow.ports import RunPage, RunQuery
 from relayflow.protocol import ENVIRONMENTS
@@ -51,14 +52,15 @@ class RunIndexReader:
     Args:
         table_name: The runs table.
         client: Returns the DynamoDB client.
-        header_record: Builds a header-only record from a header item.
+        header_record: Builds a header-only record from a header item, and names the
+            values of it the payload store no longer gives.
     """
 
     def __init__(
         self,
         table_name: str,
         client: Callable[[], DynamoDBClient],
-        header_record: Callable[[dict[str, Any]], RunRecord],
+        header_record: Callable[[dict[str, Any]], tuple[RunRecord, list[UnavailableValue]]],
     ) -> None:
         self.table_name = table_name
         self._db = client
@@ -100,9 +102,13 @@ class RunIndexReader:
         page, more = chosen[: query.limit], len(chosen) > query.limit
         next_cursor = None
         if more and page:
-            last = page[-1]
+            last = page[-1][0]
             next_cursor = encode_cursor(last.started_at, last.id)
-        return RunPage(runs=page, next_cursor=next_cursor)
+        return RunPage(
+            runs=[record for record, _ in page],
+            next_cursor=next_cursor,
+            unavailable={record.id: lost for record, lost in page if lost},
+        )
 
     def _matching(
         self,
@@ -110,20 +116,20 @@ class RunIndexReader:
         query: RunQuery,
         wanted: frozenset[str] | None,
         count: int,
-    ) -> list[RunRecord]:
+    ) -> list[tuple[RunRecord, list[UnavailableValue]]]:
         """The headers of the first ``count`` index items whose run still answers ``query``.
 
         The indexes are eventually consistent (a run may have left the queried status since
         its entry was written) and running and waiting share ``live``: the strongly read
         header decides, read in batches as the page fills.
         """
-        chosen: list[RunRecord] = []
+        chosen: list[tuple[RunRecord, list[UnavailableValue]]] = []
         while len(chosen) < count:
             size = _HEADER_BATCH if wanted is not None else count - len(chosen)
             batch = [item[tables.PK]["S"] for item in itertools.islice(items, size)]
             if not batch:
                 break
-            chosen.extend(r for r in self._headers(batch) if _matches(r, query))
+            chosen.extend(r for r in self._headers(batch) if _matches(r[0], query))
         return chosen[:count]
 
     def _index_items(
@@ -161,8 +167,8 @@ class RunIndexReader:
                 return
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _headers(self, run_ids: list[str]) -> list[RunRecord]:
-        found: dict[str, RunRecord] = {}
+    def _headers(self, run_ids: list[str]) -> list[tuple[RunRecord, list[UnavailableValue]]]:
+        found: dict[str, tuple[RunRecord, list[UnavailableValue]]] = {}
         for start in range(0, len(run_ids), 100):
             keys = [
                 {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}

@@ -32,7 +32,9 @@ from relayflow.adapters.aws.run_state import RunState, StoredPart, diff
 from relayflow.adapters.aws.run_upkeep import RunUpkeep
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
+from relayflow.core.views import UnavailableValue
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
+from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery
 
 if TYPE_CHECKING:
@@ -94,7 +96,7 @@ class DynamoDBRunStore:
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._lock = threading.Lock()
         self._headers = HeaderCodec(payload_store)
-        self._reader = RunIndexReader(table_name, self._db, self._headers.record)
+        self._reader = RunIndexReader(table_name, self._db, self._headers.listed)
         self._upkeep = RunUpkeep(table_name, self._db)
 
     @classmethod
@@ -146,8 +148,9 @@ class DynamoDBRunStore:
         return None if state is None or state.record is None else run_items.detached(state.record)
 
     def get_header(self, run_id: str) -> RunRecord | None:
-        """The header item alone (one ``GetItem`` of under 4 KB, no page read): the record's
-        per-entry collections are empty. The sweeper uses it to pass over runs in flight."""
+        """The header item alone (one ``GetItem`` of under 4 KB, no page read, no payload
+        read): the record's per-entry collections are empty and its fields held in the payload
+        store at their defaults. The sweeper uses it to pass over runs in flight."""
         answer = self._call(
             "reading run " + run_id,
             self._db().get_item,
@@ -156,7 +159,20 @@ class DynamoDBRunStore:
             ConsistentRead=True,
         )
         item = answer.get("Item")
-        return None if item is None else self._headers.record(item)
+        return None if item is None else self._headers.bare(item)
+
+    def get_lenient(self, run_id: str) -> tuple[RunRecord, list[UnavailableValue]] | None:
+        """The record with the values its payload store no longer gives left out, and which
+        ones those are; None when there is no such run.
+
+        For views only: the record is neither remembered nor ever saved (a save would drop
+        the values left out).
+        """
+        unavailable: list[UnavailableValue] = []
+        state = self._load(run_id, unavailable)
+        if state is None or state.record is None:
+            return None
+        return state.record, unavailable
 
     def _fresh(self, run_id: str) -> RunState | None:
         """Read the stored run (and finish its expiry if the save that ended it could not)."""
@@ -172,7 +188,9 @@ class DynamoDBRunStore:
                 state.expiry_pending = False
         return state
 
-    def _load(self, run_id: str) -> RunState | None:
+    def _load(
+        self, run_id: str, unavailable: list[UnavailableValue] | None = None
+    ) -> RunState | None:
         for _ in range(_LOAD_ATTEMPTS):
             header, pages = self._read_partition(run_id)
             if header is None:
@@ -184,7 +202,7 @@ class DynamoDBRunStore:
                 decoded = run_pages.decode(version, head, pages, inline)
             except run_pages.IncompleteChainError:
                 continue  # a compaction removed pages while we read: read again
-            return self._state_of(header, decoded)
+            return self._state_of(header, decoded, unavailable)
         raise AwsServiceError(
             f"run {run_id} kept changing while it was read", aws_code="RunChanging", transient=True
         )
@@ -219,12 +237,24 @@ class DynamoDBRunStore:
                 return header, pages
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _state_of(self, header: dict[str, Any], decoded: run_pages.Decoded) -> RunState:
-        doc, fields = self._headers.read(header)
+    def _state_of(
+        self,
+        header: dict[str, Any],
+        decoded: run_pages.Decoded,
+        unavailable: list[UnavailableValue] | None = None,
+    ) -> RunState:
+        doc, fields = self._headers.read(header, unavailable=unavailable)
         values: list[tuple[run_items.PartId, Any]] = []
         for part, (value, ref) in decoded.parts.items():
             if ref is not None:
-                value = json.loads(self._payload_store().get(ref))
+                try:
+                    value = json.loads(self._payload_store().get(ref))
+                except UNREADABLE_PAYLOADS as exc:
+                    if unavailable is None:
+                        raise
+                    path = run_items.part_path(part)
+                    unavailable.append(UnavailableValue(path=path, reason=exc.code, ref=ref))
+                    continue
             values.append((part, value))
         record = RunRecord.from_document(run_items.join_document(doc, values))
         objects = dict(run_items.iter_parts(record))

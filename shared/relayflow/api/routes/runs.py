@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Annotated
 from urllib.parse import unquote
 
@@ -25,6 +24,7 @@ from relayflow.api.models import (
     FailTokenRequest,
     InjectionView,
     RunListView,
+    RunNoticeView,
     RunStatus,
     RunView,
     SendEventRequest,
@@ -32,9 +32,12 @@ from relayflow.api.models import (
     TimelineView,
     TriggerRunRequest,
 )
+from relayflow.api.query import INSTANT_SCHEMA, parse_instant
 from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare
 from relayflow.api.views import injection_view, run_summary, run_view, timeline_view
+from relayflow.core.cursors import RUN_CURSOR_PATTERN
 from relayflow.core.views import (
+    TIMELINE_CURSOR_PATTERN,
     TIMELINE_DEFAULT_LIMIT,
     TIMELINE_MAX_LIMIT,
     TIMELINE_PAGE_VALUE_BUDGET_BYTES,
@@ -45,6 +48,11 @@ from relayflow.drivers import Delivery, replay_answer
 from relayflow.errors import ValidationError
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
+INTERRUPTED = (
+    "the run is stored, but a backing service failed while it was driven (the logs have the "
+    "error under this request's id); the sweeper drives it again when it is due: do not "
+    "start it again"
+)
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
 TokenId = Annotated[str, Path(description="the token id")]
@@ -114,10 +122,16 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             # A retry after a lost answer must find the run the first attempt started.
             body = body.model_copy(update={"idempotency_key": key})
         with scope():
-            run, created = backend.trigger(body)
+            run, created, interrupted = backend.trigger(body, hand_off=ctx.hand_off)
         observe(run)
         if created:
             ctx.metrics.count(m.RUNS_TRIGGERED)
+        notice = None
+        if interrupted is not None:
+            # The error names internal resources: it goes to the logs, the client gets a notice.
+            ctx.logger.warning("the run's first drive was interrupted", exc_info=interrupted)
+            notice = RunNoticeView(code="drive_interrupted", message=INTERRUPTED)
+        elif created:
             wait_ms = body.wait_ms
             if ctx.hand_off:
                 wait_ms = max(wait_ms, ctx.budget_ms(router.lambda_context))
@@ -126,7 +140,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         return Response(
             status_code=201 if created else 200,
             content_type=content_types.APPLICATION_JSON,
-            body=run_view(run),
+            body=run_view(run).model_copy(update={"notice": notice}),
         )
 
     @router.get(
@@ -146,13 +160,24 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ] = None,
         tag: Annotated[str | None, Query(min_length=1)] = None,
         since: Annotated[
-            str | None, Query(description="runs started at or after: epoch ms or ISO-8601")
+            str | None,
+            Query(
+                description="runs started at or after: epoch ms or an RFC 3339 date-time",
+                json_schema_extra=INSTANT_SCHEMA,
+            ),
         ] = None,
         until: Annotated[
-            str | None, Query(description="runs started before: epoch ms or ISO-8601")
+            str | None,
+            Query(
+                description="runs started before: epoch ms or an RFC 3339 date-time",
+                json_schema_extra=INSTANT_SCHEMA,
+            ),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        cursor: Annotated[str | None, Query(min_length=1)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(pattern=RUN_CURSOR_PATTERN, description="the nextCursor of the previous page"),
+        ] = None,
     ) -> RunListView:
         try:
             page = backend.list_runs(
@@ -160,8 +185,8 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 workflow_id=workflow_id,
                 statuses=tuple(status or ()),
                 tag=tag,
-                started_after=_instant("since", since),
-                started_before=_instant("until", until),
+                started_after=parse_instant("since", since),
+                started_before=parse_instant("until", until),
                 limit=limit,
                 cursor=cursor,
             )
@@ -198,7 +223,12 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         values: Annotated[
             bool, Query(description="give each entry its checkpointed value")
         ] = False,
-        cursor: Annotated[str | None, Query(min_length=1)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(
+                pattern=TIMELINE_CURSOR_PATTERN, description="the nextCursor of the previous page"
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=TIMELINE_MAX_LIMIT)] = TIMELINE_DEFAULT_LIMIT,
     ) -> TimelineView:
         try:
@@ -321,24 +351,3 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             return delivered(backend.heartbeat_token(unquote(run_id), unquote(token_id)))
 
     return router
-
-
-def _instant(name: str, value: str | None) -> int | None:
-    """An epoch-ms query value given as digits or ISO-8601 (a timezone is required)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit() and len(text) <= 16:
-        return int(text)
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise ApiError(
-            400,
-            "invalid_query",
-            f"query parameter '{name}': expected epoch milliseconds or an ISO-8601 time "
-            "with a timezone",
-        )
-    return int(parsed.timestamp() * 1000)

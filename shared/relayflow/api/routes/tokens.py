@@ -4,6 +4,10 @@ Token ids that relayflow generates carry their run id (``relayflow.token_ids``),
 routes need none; they take the same bodies, scope and answers as the run-scoped
 ``/api/runs/{id}/tokens/{tokenId}`` routes. An id the workflow chose answers 404
 ``token_not_found`` here: it is reachable only through its run.
+
+``POST /__voyant/tokens/{tokenId}`` is the ``url`` the reference runtime hands its workflows
+for a token (a path no reference server serves); here it completes the token exactly as
+``POST /api/tokens/{tokenId}`` does.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from relayflow.drivers import Delivery
 
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 Handler = TypeVar("Handler", bound=Callable[..., Any])
+#: The run-free token routes, and the reference's token ``url`` (``/__voyant/tokens/<id>``).
+TOKENS = "/api/tokens"
+REFERENCE_TOKENS = "/__voyant/tokens"
 LocatingTokenId = Annotated[
     str, Path(description="a token id relayflow generated (it names its run: rft1.…)")
 ]
@@ -40,9 +47,9 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ctx.logger.append_keys(run_id=delivery.run.id, workflow_id=delivery.run.workflow_id)
         return injection_view(delivery)
 
-    def route(suffix: str, summary: str, operation_id: str) -> Callable[[Handler], Handler]:
+    def route(path: str, summary: str, operation_id: str) -> Callable[[Handler], Handler]:
         decorator: Callable[[Handler], Handler] = router.post(
-            f"/api/tokens/<token_id>{suffix}",
+            path,
             summary=summary,
             tags=["tokens"],
             operation_id=operation_id,
@@ -51,21 +58,33 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         )
         return decorator
 
-    @route("", "Complete a token by its id alone", "completeTokenById")
+    @route(f"{TOKENS}/<token_id>", "Complete a token by its id alone", "completeTokenById")
     def complete_token(
         token_id: LocatingTokenId, body: Annotated[CompleteTokenRequest | None, Body()] = None
     ) -> InjectionView:
         payload = body.payload if body is not None else None
         return delivered(backend.complete_token(None, unquote(token_id), payload))
 
-    @route("/fail", "Fail a token by its id alone", "failTokenById")
+    @route(
+        f"{REFERENCE_TOKENS}/<token_id>",
+        "Complete a token at the url the reference runtime hands its workflows",
+        "completeTokenAtReferenceUrl",
+    )
+    def complete_token_at_reference_url(
+        token_id: LocatingTokenId, body: Annotated[CompleteTokenRequest | None, Body()] = None
+    ) -> InjectionView:
+        return complete_token(token_id, body)
+
+    @route(f"{TOKENS}/<token_id>/fail", "Fail a token by its id alone", "failTokenById")
     def fail_token(
         token_id: LocatingTokenId, body: Annotated[FailTokenRequest, Body()]
     ) -> InjectionView:
         error = body.error
         return delivered(backend.fail_token(None, unquote(token_id), error.code, error.message))
 
-    @route("/heartbeat", "Heartbeat a token by its id alone", "heartbeatTokenById")
+    @route(
+        f"{TOKENS}/<token_id>/heartbeat", "Heartbeat a token by its id alone", "heartbeatTokenById"
+    )
     def heartbeat_token(token_id: LocatingTokenId) -> InjectionView:
         return delivered(backend.heartbeat_token(None, unquote(token_id)))
 

@@ -23,15 +23,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The run records its reliability totals; the README's figures must be the ones it recorded.
-FIGURES := tests/reliability/figures
+# The run writes its reliability totals to .reliability/; the figures the docs quote are the
+# recorded ones in tests/reliability/figures/, and must still describe this run.
+RUN_TOTALS := .reliability
 FIGURES_TOOL := $(BIN)/python tests/reliability/reliability_figures.py
 
 # Every pytest test (unit, contract, api, aws, infra, e2e, browser, reliability, docs), with
 # the reliability totals checked against the figures the docs quote.
 suite: $(STAMP) browser
-	$(BIN)/pytest -n auto --reliability-totals=$(FIGURES)/default.json
-	$(FIGURES_TOOL) check $(FIGURES)/default.json
+	$(BIN)/pytest -n auto --reliability-totals=$(RUN_TOTALS)/default.json
+	$(FIGURES_TOOL) check $(RUN_TOTALS)/default.json
 
 # Pure logic only (sdk, events, core, config): seconds, no moto, no browser.
 unit: $(STAMP)
@@ -125,12 +126,13 @@ RELIABILITY_SWEEP ?= full
 
 test-reliability: $(STAMP)
 	RELAYFLOW_FAULT_SWEEP=$(RELIABILITY_SWEEP) $(BIN)/pytest -n auto -p no:cacheprovider \
-		--reliability-totals=$(FIGURES)/$(RELIABILITY_SWEEP).json tests/reliability
-	$(FIGURES_TOOL) write $(FIGURES)/$(RELIABILITY_SWEEP).json
+		--reliability-totals=$(RUN_TOTALS)/$(RELIABILITY_SWEEP).json tests/reliability
+	$(FIGURES_TOOL) write $(RUN_TOTALS)/$(RELIABILITY_SWEEP).json
 
-# Rewrite the README's reliability figures from the recorded totals of both sweeps.
+# Record a run's totals (by default the last `make test`'s) and rewrite the README from them.
+RELIABILITY_TOTALS ?= $(RUN_TOTALS)/default.json
 reliability-figures: $(STAMP)
-	$(FIGURES_TOOL) write $(wildcard $(FIGURES)/*.json)
+	$(FIGURES_TOOL) write $(RELIABILITY_TOTALS)
 
 # The default sweep alone (what `make test` runs of it).
 test-reliability-quick: $(STAMP)

@@ -29,20 +29,28 @@ def test_the_recorded_totals_say_nothing_was_lost() -> None:
         assert totals["runs_failed_transient"] == 0, sweep
 
 
-def test_a_readme_that_differs_from_the_run_fails_the_check(
+def test_a_run_the_recorded_figures_no_longer_describe_fails_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorded = figures.recorded_totals()["default"]
-    other = tmp_path / "default.json"
-    figures.write_totals(
-        other, {**recorded, "crash_points": recorded["crash_points"] + 1}, full=False
-    )
     readme = tmp_path / "README.md"
     readme.write_text(figures.README.read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.setattr(figures, "README", readme)
+    monkeypatch.setattr(figures, "FIGURES_DIR", tmp_path / "figures")
+    figures.write_totals(tmp_path / "figures" / "default.json", recorded, full=False)
 
-    assert figures.main(["check", str(other)]) == 1
-    assert figures.main(["write", str(other)]) == 0
-    assert figures.main(["check", str(other)]) == 0
+    def check(**changes: int) -> int:
+        measured = tmp_path / "run" / "default.json"
+        figures.write_totals(measured, {**recorded, **changes}, full=False)
+        return figures.main(["check", str(measured)])
+
+    assert check() == 0
+    assert check(runs_checked=recorded["runs_checked"] + 1) == 0  # one interleaving apart
+    assert check(crash_points=recorded["crash_points"] + 10) == 1
+    assert check(runs_lost=1) == 1
+
+    assert check(crash_points=recorded["crash_points"] + 10) == 1
+    assert figures.main(["write", str(tmp_path / "run" / "default.json")]) == 0  # records it
+    assert check(crash_points=recorded["crash_points"] + 10) == 0
     rewritten = figures.current_block(readme.read_text(encoding="utf-8"), "default")
-    assert f"| {recorded['crash_points'] + 1:,} |" in rewritten
+    assert f"| {recorded['crash_points'] + 10:,} |" in rewritten

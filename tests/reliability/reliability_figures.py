@@ -4,8 +4,12 @@ A session given ``--reliability-totals PATH`` writes its totals there (``make su
 default sweep, ``make test-reliability`` for the full one). This module renders the README's
 "Figures" block from those files and checks or rewrites it:
 
-    python tests/reliability/reliability_figures.py check  tests/reliability/figures/default.json
-    python tests/reliability/reliability_figures.py write  tests/reliability/figures/*.json
+    python tests/reliability/reliability_figures.py check  .reliability/default.json
+    python tests/reliability/reliability_figures.py write  .reliability/default.json
+
+``check`` compares a run's totals with the recorded ones in ``figures/`` (must-be-zero figures
+exactly, counts within :data:`TOLERANCE`); ``write`` records a run's totals there and rewrites
+the README from them.
 """
 
 from __future__ import annotations
@@ -143,30 +147,80 @@ def with_block(readme: str, sweep: str, block: str) -> str:
     return _markers(sweep).sub(lambda m: m.group(1) + block + m.group(3), readme, count=1)
 
 
+#: Figures that must be zero in every run: compared exactly.
+MUST_BE_ZERO = (
+    "runs_lost",
+    "runs_lost_refused",
+    "runs_lost_applied",
+    "runs_failed_transient",
+    "double_executions",
+    "server_errors",
+    "schema_violations",
+)
+#: How far a count may move between two runs of the same code: a few fault points depend on
+#: how threads interleave (a race's extra call), so a run under load may see one more or less.
+TOLERANCE = 0.02
+
+
+def drift(recorded: Mapping[str, int], measured: Mapping[str, int]) -> list[str]:
+    """The figures of ``measured`` that the recorded ones no longer describe: a must-be-zero
+    figure that is not zero, a figure missing on one side, or a count that moved by more than
+    :data:`TOLERANCE` (and more than one)."""
+    problems = [
+        f"{name}: {measured[name]} (must be 0)" for name in MUST_BE_ZERO if measured.get(name)
+    ]
+    for name in sorted(set(recorded) | set(measured)):
+        if name not in recorded or name not in measured:
+            problems.append(f"{name}: recorded in only one of the two runs")
+            continue
+        before, now = recorded[name], measured[name]
+        if abs(now - before) > max(1, TOLERANCE * before):
+            problems.append(f"{name}: {before:,} recorded, {now:,} measured")
+    return problems
+
+
 def main(argv: Sequence[str]) -> int:
+    """``write TOTALS...`` records each sweep's totals and rewrites the README's figures from
+    them; ``check TOTALS`` compares a run's totals with the recorded ones (the README must show
+    the recorded ones)."""
     if len(argv) < 2 or argv[0] not in ("check", "write"):
         print(__doc__, file=sys.stderr)
         return 2
     readme = README.read_text(encoding="utf-8")
-    stale: list[str] = []
-    for name in argv[1:]:
-        sweep, figures = read_totals(Path(name))
-        wanted = render(sweep, figures)
-        if current_block(readme, sweep) != wanted:
-            stale.append(sweep)
-            readme = with_block(readme, sweep, wanted)
     if argv[0] == "write":
+        stale: list[str] = []
+        for name in argv[1:]:
+            sweep, figures = read_totals(Path(name))
+            recorded = FIGURES_DIR / f"{sweep}.json"
+            if Path(name).resolve() != recorded.resolve():
+                write_totals(recorded, figures, full=sweep == "full")
+            wanted = render(sweep, figures)
+            if current_block(readme, sweep) != wanted:
+                stale.append(sweep)
+                readme = with_block(readme, sweep, wanted)
         README.write_text(readme, encoding="utf-8")
         print(f"README reliability figures rewritten: {', '.join(stale) or 'unchanged'}")
         return 0
-    if stale:
+    problems: list[str] = []
+    recorded_runs = recorded_totals()
+    for name in argv[1:]:
+        sweep, measured = read_totals(Path(name))
+        recorded = recorded_runs.get(sweep)
+        if recorded is None:
+            problems.append(f"{sweep}: no recorded totals in {FIGURES_DIR}")
+            continue
+        if current_block(readme, sweep) != render(sweep, recorded):
+            problems.append(f"{sweep}: the README does not show the recorded totals")
+        problems.extend(f"{sweep}: {problem}" for problem in drift(recorded, measured))
+    if problems:
         print(
-            f"README reliability figures ({', '.join(stale)}) differ from this run's totals; "
-            "`make reliability-figures` rewrites them",
+            "README reliability figures no longer describe this run ("
+            + "; ".join(problems)
+            + "); `make reliability-figures RELIABILITY_TOTALS=<this run's totals>` records it",
             file=sys.stderr,
         )
         return 1
-    print("README reliability figures match this run's totals")
+    print("README reliability figures describe this run's totals")
     return 0
 
 

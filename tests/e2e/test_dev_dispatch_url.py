@@ -6,6 +6,7 @@ stack (a subprocess) signs each step request with the shared secret and POSTs it
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -137,15 +138,19 @@ def test_a_wrong_secret_is_refused_by_the_host(remote_host: str, tmp_path: Path)
 
 
 class _CheckpointCalls(requests.Session):
-    """The host's session for checkpoint calls, recording each answer's status."""
+    """The host's session for checkpoint calls, recording each entry's kind and answer's
+    status."""
 
     def __init__(self) -> None:
         super().__init__()
         self.statuses: list[int] = []
+        self.kinds: list[str] = []
 
     def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         response = super().request(*args, **kwargs)
         self.statuses.append(response.status_code)
+        body = kwargs.get("data") or b"{}"
+        self.kinds.append(json.loads(body).get("kind", "?"))
         return response
 
 
@@ -174,8 +179,10 @@ def test_with_http_checkpoints_the_host_makes_each_step_durable_through_the_stac
         assert "  checkpoints  per step, through this stack's API" in dev.output()
         run = _run_to_completion(dev.url, {"n": 2})
         assert run["output"] == {"pid": os.getpid(), "echo": {"n": 2}}
-        # The one step was posted to the stack's checkpoint route and stored there.
-        assert calls.statuses == [200]
+        # Each invocation (before and after the sleep) claimed its slot first, then the one
+        # step was posted to the stack's checkpoint route and stored there.
+        assert calls.kinds == ["claim", "claim", "step"]
+        assert calls.statuses == [200, 200, 200]
     finally:
         try:
             dev.interrupt()

@@ -20,7 +20,7 @@ def doc(api: Api) -> dict[str, Any]:
 
 
 def _routes(api: Api) -> set[tuple[str, str]]:
-    routes = api.app._static_routes + api.app._dynamic_routes
+    routes = api.app.routes()
     return {(r.method.lower(), r.openapi_path) for r in routes if r.include_in_schema}
 
 

@@ -1,30 +1,40 @@
 """The HTTP API as a Powertools ``APIGatewayHttpResolver``, built from an injected driver.
 
 :func:`create_app` wires the routers (runs, events, manifests, health), the exception map,
-authentication and the request checks that must run before routing: size, encoding, JSON,
-method and scope. Nothing a client sends can produce a 500 or a stack trace.
+authentication and the request checks that must run before a route's validation: size,
+encoding, JSON, method and scope (:mod:`relayflow.api.request_checks`), then the
+``Idempotency-Key`` claim (:mod:`relayflow.api.idempotency`). Both run as the first
+middleware of every route, ahead of Powertools' validation middlewares. Nothing a client
+sends can produce a 500 or a stack trace.
+
+Powertools offers no public list of a resolver's routes and no thread-safe way to build a
+route's middleware stack; the few private members this module uses for those are listed
+(and checked against the installed Powertools) in ``tests/api/test_api_powertools_surface.py``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response
-from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.api_gateway import Route
+from aws_lambda_powertools.event_handler.middlewares import BaseMiddlewareHandler, NextMiddleware
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+    OpenAPIRequestValidationMiddleware,
+    OpenAPIResponseValidationMiddleware,
+)
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from relayflow import __version__
 from relayflow.api import idempotency
-from relayflow.api.auth import Authenticator, Principal
+from relayflow.api.auth import Authenticator
 from relayflow.api.context import (
     DEFAULT_INLINE_BUDGET_MS,
     MAX_BODY_BYTES,
@@ -32,12 +42,9 @@ from relayflow.api.context import (
     WaitPolicy,
 )
 from relayflow.api.error_handlers import install_error_handlers
-from relayflow.api.errors import (
-    ApiError,
-    ForbiddenError,
-)
 from relayflow.api.metrics import EmfMetrics, MetricsSink
-from relayflow.api.openapi import tidy_openapi
+from relayflow.api.openapi import build_document
+from relayflow.api.request_checks import RequestChecks
 from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import dashboard as dashboard_routes
 from relayflow.api.routes import events as events_routes
@@ -48,27 +55,11 @@ from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import schedules as schedules_routes
 from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import tokens as tokens_routes
-from relayflow.deliveries import (
-    Deliveries,
-    IdempotencyKeyReusedError,
-    Replay,
-    RequestInProgressError,
-)
-from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilitySigner
-from relayflow.errors import RelayflowError
+from relayflow.deliveries import Deliveries
+from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.observability import RunMetrics
-from relayflow.protocol import MAX_JSON_DEPTH, json_depth, strict_json_loads
+from relayflow.protocol import strict_json_loads
 
-SECURITY_SCHEME = "bearerAuth"
-#: How a step host's checkpoint call proves itself (``relayflow.dispatch.capabilities``).
-CAPABILITY_SCHEME = "checkpointCapability"
-CAPABILITY_SECURITY: dict[str, Any] = {
-    "type": "apiKey",
-    "in": "header",
-    "name": CAPABILITY_HEADER,
-    "description": "the capability of the step request whose invocation writes the checkpoint",
-}
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _LOG_KEYS = ("run_id", "workflow_id")
 
 
@@ -88,11 +79,29 @@ class _RequestState(threading.local):
         self.processed_stack_frames: list[str] = []
 
 
+class _RequestGate(BaseMiddlewareHandler[Any]):
+    """The first middleware of every route: the request checks, then the key's claim (a
+    request answered before gets its first answer again without reaching its route)."""
+
+    def __init__(self, checks: RequestChecks, claims: idempotency.RequestClaims) -> None:
+        self.checks = checks
+        self.claims = claims
+
+    def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
+        event = cast(APIGatewayProxyEventV2, app.current_event)
+        principal = self.checks.check(event)
+        replay = self.claims.claim(event, principal.name if principal is not None else None)
+        if replay is not None:
+            return idempotency.replay_response(replay)
+        return next_middleware(app)
+
+
 class RelayflowResolver(APIGatewayHttpResolver):
-    """The resolver with the pre-routing checks and the never-500-for-input guarantee.
+    """The resolver with the request checks and the never-500-for-input guarantee.
 
     It answers concurrent requests from several threads: the per-request state lives in
-    :class:`_RequestState`, and each route's middleware stack is built once under a lock.
+    :class:`_RequestState`, and the routes' middleware stacks are built once, under a lock,
+    before the first request is routed.
     """
 
     def __init__(
@@ -108,19 +117,30 @@ class RelayflowResolver(APIGatewayHttpResolver):
         # Before ``super().__init__``: it assigns ``context`` and ``processed_stack_frames``.
         self._request = _RequestState()
         self._build_lock = threading.Lock()
+        self._stacks_built = 0
+        # Validation is added as middlewares of our own (below), so that the request checks
+        # run before it: Powertools would otherwise put its validation first.
         super().__init__(
             cors=cors,
             debug=False,
-            enable_validation=True,
+            enable_validation=False,
             json_body_deserializer=strict_json_loads,
         )
         self.auth = auth
         self.metrics = metrics
         self.logger = logger
-        self.max_body_bytes = max_body_bytes
-        self.deliveries = deliveries
+        self.claims = idempotency.RequestClaims(deliveries, logger)
+        checks = RequestChecks(
+            routes=self.routes, auth=auth, max_body_bytes=max_body_bytes, cors=cors is not None
+        )
+        self.use(
+            [
+                _RequestGate(checks, self.claims),
+                OpenAPIRequestValidationMiddleware(),  # type: ignore[no-untyped-call]
+                OpenAPIResponseValidationMiddleware(),
+            ]
+        )
         self._openapi_cache: dict[str, Any] | None = None
-        # The key a request holds while it runs (requests may be served on several threads).
 
     # -- per-thread request state ------------------------------------------------------------
 
@@ -162,6 +182,26 @@ class RelayflowResolver(APIGatewayHttpResolver):
     def processed_stack_frames(self, value: list[str]) -> None:
         self._request.processed_stack_frames = value
 
+    # -- routes ------------------------------------------------------------------------------
+
+    def routes(self) -> Sequence[Route]:
+        """The registered routes, in the order requests are matched against them."""
+        return [*self._static_routes, *self._dynamic_routes]
+
+    def _build_middleware_stacks(self) -> None:
+        """Build every route's middleware stack once: Powertools builds one on a route's first
+        call, and two threads doing it at once would wrap the route twice."""
+        routes = self.routes()
+        if self._stacks_built == len(routes):
+            return
+        with self._build_lock:
+            for route in routes:
+                if not route._middleware_stack_built:
+                    route._build_middleware_stack(
+                        router_middlewares=self._router_middlewares, app=self
+                    )
+            self._stacks_built = len(routes)
+
     # -- entry point -----------------------------------------------------------------------
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -170,10 +210,12 @@ class RelayflowResolver(APIGatewayHttpResolver):
         request_id = _request_id(event, context)
         self.logger.thread_safe_append_keys(request_id=request_id)
         idempotency.hold(None)
+        answer: dict[str, Any] = {}
         try:
+            self._build_middleware_stacks()
             event = _normalise_event(event)
             # Powertools sets these on its shared class; this thread reads its own copies.
-            self.current_event = cast(APIGatewayProxyEventV2, self._to_proxy_event(event))
+            self.current_event = APIGatewayProxyEventV2(event, strict_json_loads)
             self.lambda_context = context
             answer = super().resolve(event, context)
         except Exception:
@@ -181,7 +223,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
             answer = _raw_error(500, "internal_error", "internal error", request_id)
         finally:
             self.metrics.flush()
-            self._settle_claim(answer if "answer" in locals() else {})
+            self.claims.settle(answer)
         self.logger.info(
             "request",
             extra={
@@ -194,228 +236,12 @@ class RelayflowResolver(APIGatewayHttpResolver):
         self.logger.thread_safe_remove_keys([*_LOG_KEYS, "request_id"])
         return answer
 
-    def _resolve(self) -> ResponseBuilder[Any]:
-        method = self.current_event.http_method.upper()
-        path = self._remove_prefix(self.current_event.path)
-        try:
-            principal = self._check_request(method, path)
-            replay = self._claim(method, path, principal)
-        except ApiError as exc:
-            return self._answer_error(method, path, exc)
-        if replay is not None:
-            return self._answer_replay(method, path, replay)
-        return super()._resolve()
-
-    def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder[Any]:
-        # Powertools builds a route's middleware stack on its first call; two threads doing
-        # it at once would wrap the route twice.
-        if not route._middleware_stack_built:
-            with self._build_lock:
-                if not route._middleware_stack_built:
-                    route._build_middleware_stack(
-                        router_middlewares=self._router_middlewares, app=self
-                    )
-        return super()._call_route(route, route_arguments)
-
-    # -- Idempotency-Key -------------------------------------------------------------------
-
-    def _claim(self, method: str, path: str, principal: Principal | None) -> Replay | None:
-        """Claim the request's key; the first answer when it was answered before."""
-        if self.deliveries is None or method != "POST" or path.startswith("/api/manifests"):
-            return None
-        try:
-            claim = idempotency.request_key(
-                method,
-                path,
-                self.current_event.headers,
-                self.current_event.json_body if self.current_event.get("body") else None,
-                principal.name if principal is not None else "-",
-            )
-        except idempotency.KeyProblem as exc:
-            raise ApiError(400, "invalid_idempotency_key", str(exc)) from None
-        if claim is None:
-            return None
-        try:
-            replay = self.deliveries.begin(
-                claim.scope, claim.key, claim.digest, lifelong=claim.lifelong
-            )
-        except IdempotencyKeyReusedError as exc:
-            raise ApiError(422, exc.code, exc.message) from None
-        except RequestInProgressError as exc:
-            raise ApiError(409, exc.code, exc.message, headers={"Retry-After": "1"}) from None
-        if replay is not None and not idempotency.is_http_answer(replay):
-            # Delivered before by the driver directly: the driver answers the repeat.
-            return None
-        if replay is None:
-            idempotency.hold(claim)
-        return replay
-
-    def _settle_claim(self, answer: Mapping[str, Any]) -> None:
-        """Store a 2xx answer on the request's key, or give the key up."""
-        claim = idempotency.held()
-        idempotency.hold(None)
-        if claim is None or self.deliveries is None:
-            return
-        stored = idempotency.stored_answer(answer)
-        if stored is not None:
-            stored.update(claim.extra)
-        try:
-            if stored is None:
-                self.deliveries.abandon(claim.scope, claim.key, claim.digest)
-            else:
-                self.deliveries.finish(
-                    claim.scope, claim.key, claim.digest, stored, lifelong=claim.lifelong
-                )
-        except RelayflowError:
-            # The answer is already decided; an unrecorded key is claimable after its hold.
-            self.logger.exception("the idempotency key could not be settled")
-
-    def _answer_replay(self, method: str, path: str, replay: Replay) -> ResponseBuilder[Any]:
-        status, content_type, body = idempotency.replayed(replay)
-
-        def again() -> Response[Any]:
-            return Response(
-                status_code=status,
-                content_type=content_type,
-                body=body,
-                headers={idempotency.REPLAYED_HEADER: "true"},
-            )
-
-        route = Route(
-            method=method,
-            path=path,
-            rule=self._compile_regex(r".*"),
-            func=again,
-            cors=self._cors_enabled,
-            compress=False,
-            enable_validation=False,
-        )
-        self.append_context(_route=route, _path=path)  # type: ignore[no-untyped-call]
-        return self._call_route(route=route, route_arguments={})
-
-    # -- pre-routing checks ----------------------------------------------------------------
-
-    def _check_request(self, method: str, path: str) -> Principal | None:
-        """Refuse what must not reach a route; returns the authenticated caller, if any."""
-        route, others = self._match(method, path)
-        if route is None and not others:
-            raise ApiError(404, "route_not_found", f"no route for {method} {path}")
-        if route is None and method == "OPTIONS" and self._cors_enabled:
-            return None  # the resolver answers the CORS preflight itself
-        secured = [r for r in ([route] if route else others) if _needs_credentials(r)]
-        principal = self._authenticate() if secured else None
-        if route is None:
-            allowed = ", ".join(sorted({r.method for r in others}))
-            raise ApiError(
-                405,
-                "method_not_allowed",
-                f"{method} is not allowed on {path}; use {allowed}",
-                headers={"Allow": allowed},
-            )
-        if principal is not None:
-            self._authorise(route, principal)
-        if method in _BODY_METHODS:
-            self._check_body(route)
-        return principal
-
-    def _match(self, method: str, path: str) -> tuple[Route | None, list[Route]]:
-        """The route of (method, path), and the routes of the path with other methods."""
-        others: list[Route] = []
-        for route in self._static_routes + self._dynamic_routes:
-            if route.rule.match(path):
-                if route.method == method:
-                    return route, []
-                others.append(route)
-        return None, others
-
-    def _authenticate(self) -> Principal:
-        headers = dict(self.current_event.get("headers") or {})
-        context = self.current_event.get("requestContext") or {}
-        return self.auth.authenticate(headers, context)
-
-    def _authorise(self, route: Route, principal: Principal) -> None:
-        for requirement in route.security or []:
-            for scope in requirement.get(SECURITY_SCHEME, []):
-                if not principal.allows(scope):
-                    raise ForbiddenError(f"this token lacks the '{scope}' scope")
-
-    def _check_body(self, route: Route) -> None:
-        raw = self.current_event.get("body")
-        if raw is None or raw == "":
-            # An empty body is no JSON; only routes whose body is optional (cancel, token
-            # completion, heartbeat) take one, as the reference's cancel does.
-            if _requires_body(route):
-                raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
-            return
-        if not isinstance(raw, str):
-            raise ApiError(400, "invalid_json", "request body must be JSON text")
-        data: bytes
-        if self.current_event.get("isBase64Encoded"):
-            try:
-                data = base64.b64decode(raw, validate=True)
-            except (binascii.Error, ValueError):
-                raise ApiError(400, "invalid_json", "request body is not valid base64") from None
-        else:
-            data = raw.encode("utf-8", errors="surrogatepass")
-        if len(data) > self.max_body_bytes:
-            raise ApiError(
-                413,
-                "payload_too_large",
-                f"request body is {len(data)} bytes; the limit is {self.max_body_bytes} bytes",
-            )
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ApiError(400, "invalid_json", "request body is not UTF-8 text") from None
-        content_type = (self.current_event.headers.get("content-type") or "").strip().lower()
-        if content_type and not content_type.startswith("application/json"):
-            raise ApiError(
-                415, "unsupported_media_type", "request body must be sent as application/json"
-            )
-        try:
-            body = self.current_event.json_body
-        except (ValueError, RecursionError, UnicodeDecodeError) as exc:
-            raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
-        if json_depth(body) > MAX_JSON_DEPTH:
-            raise ApiError(
-                400, "invalid_body", f"request body nests deeper than {MAX_JSON_DEPTH} levels"
-            )
-
-    def _answer_error(self, method: str, path: str, exc: ApiError) -> ResponseBuilder[Any]:
-        def refuse() -> Response[Any]:
-            raise exc
-
-        route = Route(
-            method=method,
-            path=path,
-            rule=self._compile_regex(r".*"),
-            func=refuse,
-            cors=self._cors_enabled,
-            compress=False,
-            enable_validation=False,
-        )
-        self.append_context(_route=route, _path=path)  # type: ignore[no-untyped-call]
-        return self._call_route(route=route, route_arguments={})
-
     # -- OpenAPI -----------------------------------------------------------------------------
 
     def openapi_document(self) -> dict[str, Any]:
         """The OpenAPI 3.1 document of this API (built once)."""
         if self._openapi_cache is None:
-            text = self.get_openapi_json_schema(
-                title="relayflow API",
-                version=__version__,
-                description=(
-                    "Start and inspect durable workflow runs, deliver events, signals and "
-                    "tokens, and register event manifests. Errors are always "
-                    '{"error": code, "message": text}.'
-                ),
-                security_schemes={
-                    SECURITY_SCHEME: self.auth.openapi_scheme,  # type: ignore[dict-item]
-                    CAPABILITY_SCHEME: CAPABILITY_SECURITY,  # type: ignore[dict-item]
-                },
-            )
-            self._openapi_cache = tidy_openapi(json.loads(text))
+            self._openapi_cache = build_document(self, self.auth.openapi_scheme)
         return self._openapi_cache
 
 
@@ -496,16 +322,6 @@ def create_app(
     app.include_router(dashboard_routes.build_router())
     install_error_handlers(app, logger, request_id=_request_id)
     return app
-
-
-def _needs_credentials(route: Route) -> bool:
-    """True when ``route`` asks for the API's credentials (not a capability of its own)."""
-    return any(SECURITY_SCHEME in requirement for requirement in route.security or [])
-
-
-def _requires_body(route: Route) -> bool:
-    """True when ``route`` declares a body parameter without a default."""
-    return any(param.required for param in route.dependant.body_params)
 
 
 def _normalise_event(event: Mapping[str, Any]) -> dict[str, Any]:

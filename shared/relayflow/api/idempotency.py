@@ -21,14 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+
+from relayflow.api.errors import ApiError
 from relayflow.deliveries import (
     Deliveries,
+    IdempotencyKeyReusedError,
     Replay,
+    RequestInProgressError,
     delivery_fingerprint,
     delivery_key,
     fingerprint,
     run_scope,
 )
+from relayflow.errors import RelayflowError
 
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -157,6 +165,87 @@ def stored_answer(answer: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"status": status, "contentType": content_type, "body": answer.get("body") or ""}
 
 
+@dataclass(frozen=True)
+class RequestClaims:
+    """Claims the keys of the API's requests in ``deliveries`` and settles them on answering.
+
+    A request claims its key before its route runs (:meth:`claim`); the resolver settles the
+    claim with the answer it built (:meth:`settle`).
+    """
+
+    deliveries: Deliveries | None
+    logger: Logger
+
+    def claim(self, event: APIGatewayProxyEventV2, principal: str | None) -> Replay | None:
+        """Claim the request's key; the first answer when it was answered before.
+
+        Raises:
+            ApiError: The key is unusable (400), was used with another request (422), or its
+                first request has not answered yet (409, retry).
+        """
+        method = event.http_method.upper()
+        path = event.path
+        if self.deliveries is None or method != "POST" or path.startswith("/api/manifests"):
+            return None
+        try:
+            claim = request_key(
+                method,
+                path,
+                event.headers,
+                event.json_body if event.get("body") else None,
+                principal or "-",
+            )
+        except KeyProblem as exc:
+            raise ApiError(400, "invalid_idempotency_key", str(exc)) from None
+        if claim is None:
+            return None
+        try:
+            replay = self.deliveries.begin(
+                claim.scope, claim.key, claim.digest, lifelong=claim.lifelong
+            )
+        except IdempotencyKeyReusedError as exc:
+            raise ApiError(422, exc.code, exc.message) from None
+        except RequestInProgressError as exc:
+            raise ApiError(409, exc.code, exc.message, headers={"Retry-After": "1"}) from None
+        if replay is not None and not is_http_answer(replay):
+            # Delivered before by the driver directly: the driver answers the repeat.
+            return None
+        if replay is None:
+            hold(claim)
+        return replay
+
+    def settle(self, answer: Mapping[str, Any]) -> None:
+        """Store a 2xx answer on the request's key, or give the key up."""
+        claim = held()
+        hold(None)
+        if claim is None or self.deliveries is None:
+            return
+        stored = stored_answer(answer)
+        if stored is not None:
+            stored.update(claim.extra)
+        try:
+            if stored is None:
+                self.deliveries.abandon(claim.scope, claim.key, claim.digest)
+            else:
+                self.deliveries.finish(
+                    claim.scope, claim.key, claim.digest, stored, lifelong=claim.lifelong
+                )
+        except RelayflowError:
+            # The answer is already decided; an unrecorded key is claimable after its hold.
+            self.logger.exception("the idempotency key could not be settled")
+
+
+def replay_response(replay: Replay) -> Response[str]:
+    """The stored answer, sent again and marked as a replay."""
+    status, content_type, body = replayed(replay)
+    return Response(
+        status_code=status,
+        content_type=content_type,
+        body=body,
+        headers={REPLAYED_HEADER: "true"},
+    )
+
+
 __all__ = [
     "HEADER",
     "KEY_PATTERN",
@@ -164,11 +253,13 @@ __all__ = [
     "Claim",
     "Deliveries",
     "KeyProblem",
+    "RequestClaims",
     "header_key",
     "held",
     "held_delivery",
     "hold",
     "is_http_answer",
+    "replay_response",
     "replayed",
     "request_key",
     "stored_answer",

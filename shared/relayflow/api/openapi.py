@@ -1,18 +1,52 @@
 """The OpenAPI document as the API really behaves: what Powertools generates, fitted.
 
-Powertools builds the document from the routes' pydantic annotations; :func:`tidy_openapi`
-then fits it to what the resolver enforces before routing (the ``Idempotency-Key`` header and
-its answers, 400 instead of 422) and adds the bodies validated outside pydantic.
+Powertools builds the document from the routes' pydantic annotations (:func:`build_document`);
+:func:`tidy_openapi` then fits it to what the resolver enforces before routing (the
+``Idempotency-Key`` header and its answers, 400 instead of 422) and adds the bodies validated
+outside pydantic.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from pydantic.json_schema import models_json_schema
 
+from relayflow import __version__
 from relayflow.api import idempotency
 from relayflow.api.models import COMPONENT_REF, DOCUMENTED_BODIES
+from relayflow.api.request_checks import SECURITY_SCHEME
+from relayflow.dispatch.capabilities import CAPABILITY_HEADER
+
+#: How a step host's checkpoint call proves itself (``relayflow.dispatch.capabilities``).
+CAPABILITY_SCHEME = "checkpointCapability"
+CAPABILITY_SECURITY: dict[str, Any] = {
+    "type": "apiKey",
+    "in": "header",
+    "name": CAPABILITY_HEADER,
+    "description": "the capability of the step request whose invocation writes the checkpoint",
+}
+DESCRIPTION = (
+    "Start and inspect durable workflow runs, deliver events, signals and tokens, and "
+    'register event manifests. Errors are always {"error": code, "message": text}.'
+)
+
+
+def build_document(app: APIGatewayHttpResolver, auth_scheme: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``app``'s routes; ``auth_scheme`` is how callers
+    authenticate (the authenticator's security scheme)."""
+    text = app.get_openapi_json_schema(
+        title="relayflow API",
+        version=__version__,
+        description=DESCRIPTION,
+        security_schemes={
+            SECURITY_SCHEME: auth_scheme,  # type: ignore[dict-item]
+            CAPABILITY_SCHEME: CAPABILITY_SECURITY,  # type: ignore[dict-item]
+        },
+    )
+    return tidy_openapi(json.loads(text))
 
 
 def tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from relayflow import __version__
-from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiError, api_base_url
+from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiRequestError, api_base_url
 from relayflow.cli.commands import (
     EXIT_REFUSED,
     EXIT_USAGE,
@@ -264,14 +264,14 @@ def main(
     except UsageError as exc:
         err.write(f"relayflow: error: {exc}\n")
         return EXIT_USAGE
-    except ApiError as exc:
+    except ApiRequestError as exc:
         if console.json_output and exc.body is not None:
             console.emit_json(exc.body)
         err.write(_refusal_line(exc) + "\n")
         return EXIT_REFUSED
 
 
-def _refusal_line(exc: ApiError) -> str:
+def _refusal_line(exc: ApiRequestError) -> str:
     if exc.status == 0:
         return f"relayflow: {exc.message}"
     line = f"error ({exc.status}): {exc.code}: {exc.message}".removesuffix(": ")

@@ -1,6 +1,6 @@
 """A small HTTP client of the relayflow API, used by the ``relayflow`` command.
 
-It knows the routes and bodies of the API and turns refusals into :class:`ApiError`; it knows
+It knows the routes and bodies of the API and turns refusals into :class:`ApiRequestError`; it knows
 nothing about how results are printed.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,11 @@ def api_base_url(url: str) -> str:
     return text.rstrip("/")
 
 
-class ApiError(Exception):
+class ApiRequestError(Exception):
     """The API refused a request, or could not be reached (``status`` 0).
+
+    The client's view of an error answer; ``relayflow.api.errors.ApiError`` is the server's
+    refusal that produces one. ``ApiError`` here is a deprecated alias of this class.
 
     Attributes:
         status: The HTTP status, or 0 when no answer came back.
@@ -96,7 +100,7 @@ class ApiClient:
         params: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Send one request and return the decoded JSON answer; raises :class:`ApiError`."""
+        """Send one request and return the decoded JSON answer; raises :class:`ApiRequestError`."""
         headers = {"accept": "application/json"}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
@@ -106,7 +110,7 @@ class ApiClient:
         for attempt in range(self.retries + 1):
             try:
                 return self._send(method, path, body, params, timeout_s, headers)
-            except ApiError as exc:
+            except ApiRequestError as exc:
                 retried = exc.status in RETRIED_STATUSES and (
                     exc.status != 409 or exc.code == "request_in_progress"
                 )
@@ -136,18 +140,18 @@ class ApiClient:
                 timeout=timeout_s or self.timeout_s,
             )
         except requests.ConnectionError as exc:
-            raise ApiError(
+            raise ApiRequestError(
                 0,
                 "unreachable",
                 f"no relayflow API at {self.url}: is `relayflow dev` running? (set RELAYFLOW_URL)",
             ) from exc
         except requests.Timeout as exc:
             limit = timeout_s or self.timeout_s
-            raise ApiError(
+            raise ApiRequestError(
                 0, "unreachable", f"the relayflow API at {self.url} did not answer in {limit:g} s"
             ) from exc
         except requests.RequestException as exc:
-            raise ApiError(
+            raise ApiRequestError(
                 0, "unreachable", f"cannot call {self.url}: {type(exc).__name__}"
             ) from exc
         try:
@@ -161,7 +165,7 @@ class ApiClient:
             else:
                 code = f"http_{response.status_code}"
                 message = response.text.strip()[:300]
-            raise ApiError(response.status_code, code, message, decoded)
+            raise ApiRequestError(response.status_code, code, message, decoded)
         return decoded
 
     # Runs ---------------------------------------------------------------------------------
@@ -316,3 +320,16 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return {"value": value}
+
+
+def __getattr__(name: str) -> Any:
+    """``ApiError``: the former name of :class:`ApiRequestError`, with a warning."""
+    if name == "ApiError":
+        warnings.warn(
+            "relayflow.cli.client.ApiError is deprecated: use ApiRequestError "
+            "(relayflow.api.errors.ApiError is the server-side refusal)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ApiRequestError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

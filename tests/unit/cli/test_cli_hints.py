@@ -9,7 +9,7 @@ import pytest
 from cli_fake_api import FakeApi
 
 from relayflow.cli import main
-from relayflow.cli.client import ApiClient, ApiError, api_base_url
+from relayflow.cli.client import ApiClient, ApiRequestError, api_base_url
 from relayflow.cli.values import UsageError
 
 
@@ -37,7 +37,7 @@ def test_no_api_listening_says_to_start_relayflow_dev() -> None:
 def test_a_write_to_no_api_is_retried_then_says_the_same() -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
     delays: list[float] = []
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(ApiRequestError) as caught:
         ApiClient(url=url, sleep=delays.append).signal("run-1", "go")
     assert delays == [1.0, 2.0]
     assert caught.value.status == 0 and caught.value.code == "unreachable"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cli_fake_api import FakeApi
 
-from relayflow.cli.client import ApiClient, ApiError
+from relayflow.cli.client import ApiClient, ApiRequestError
 
 
 def client(api: FakeApi, delays: list[float]) -> ApiClient:
@@ -39,7 +39,7 @@ def test_each_command_gets_its_own_key(fake_api: FakeApi) -> None:
 def test_a_refusal_is_not_retried(fake_api: FakeApi) -> None:
     fake_api.on("POST", "/api/runs", (422, {"error": "idempotency_key_reused", "message": "m"}))
     delays: list[float] = []
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(ApiRequestError) as caught:
         client(fake_api, delays).trigger("wf", None)
     assert caught.value.status == 422
     assert len(fake_api.requests) == 1 and delays == []

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from relayflow.errors import ValidationError
-from relayflow.settings import (
+from relayflow.settings.declare import (
     Variable,
     read_field,
     read_fields,

@@ -9,7 +9,7 @@ import pytest
 
 from relayflow import config
 from relayflow.config import Settings, settings_table
-from relayflow.settings import TABLE_END, TABLE_START, marked_table, specs
+from relayflow.settings.declare import TABLE_END, TABLE_START, marked_table, specs
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 

@@ -71,3 +71,14 @@ def test_every_route_stack_is_built_before_the_first_request_is_routed() -> None
     assert not any(route._middleware_stack_built for route in app.routes())
     app.resolve(http_event("GET", "/api/healthz"), FakeLambdaContext())
     assert all(route._middleware_stack_built for route in app.routes())
+
+
+def test_the_swagger_ui_files_the_docs_page_serves_ship_with_powertools() -> None:
+    from relayflow.api import swagger
+
+    for name in swagger.asset_names():
+        asset = swagger.load_asset(name)
+        assert asset is not None and len(asset.body) > 10_000, (
+            f"the installed aws-lambda-powertools no longer ships the swagger-ui file behind "
+            f"/api/docs/{name} in {swagger.ASSET_PACKAGE}"
+        )

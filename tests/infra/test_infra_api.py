@@ -16,6 +16,9 @@ PROTECTED = {"GET /api/{proxy+}", "POST /api/{proxy+}", "POST /__voyant/tokens/{
 PUBLIC = {
     "GET /api/healthz",
     "GET /api/openapi.json",
+    # Swagger UI over the OpenAPI document, and its files.
+    "GET /api/docs",
+    "GET /api/docs/{proxy+}",
     "GET /",
     "GET /dashboard/{proxy+}",
     # Authorised by the capability the step request carried, checked in the api function.

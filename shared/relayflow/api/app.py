@@ -47,6 +47,7 @@ from relayflow.api.openapi import build_document
 from relayflow.api.request_checks import RequestChecks
 from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import dashboard as dashboard_routes
+from relayflow.api.routes import docs as docs_routes
 from relayflow.api.routes import events as events_routes
 from relayflow.api.routes import health as health_routes
 from relayflow.api.routes import manifest_history as manifest_history_routes
@@ -320,6 +321,7 @@ def create_app(
     app.include_router(stream_routes.build_router(ctx))
     app.include_router(manifest_history_routes.build_router(ctx))
     app.include_router(dashboard_routes.build_router())
+    app.include_router(docs_routes.build_router())
     install_error_handlers(app, logger, request_id=_request_id)
     return app
 

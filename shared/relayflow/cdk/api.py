@@ -37,8 +37,10 @@ API_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
 OPEN_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/api/healthz"),
     (apigwv2.HttpMethod.GET, "/api/openapi.json"),
+    (apigwv2.HttpMethod.GET, "/api/docs"),
+    (apigwv2.HttpMethod.GET, "/api/docs/{proxy+}"),
 )
-"""Routes open to anyone: the health check and the API description."""
+"""Routes open to anyone: the health check, the API description and its interactive docs."""
 
 CAPABILITY_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.POST, "/api/runs/{runId}/checkpoints"),
@@ -144,7 +146,8 @@ class RelayflowHttpApi(Construct):
         public = (
             (
                 OPEN_ROUTES,
-                "Public on purpose: the health check and the OpenAPI description read no run data.",
+                "Public on purpose: the health check, the OpenAPI description and its Swagger UI "
+                "page read no run data.",
             ),
             (
                 CAPABILITY_ROUTES,

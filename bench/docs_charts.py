@@ -69,6 +69,14 @@ def cpu_series(rows: Sequence[Row]) -> dict[str, list[tuple[int, float]]]:
     return {name: sorted(points) for name, points in series.items()}
 
 
+def _dollars(value: float, _position: float) -> str:
+    return f"${value:g}"
+
+
+def _plain(value: float, _position: float) -> str:
+    return f"{value:,g}"
+
+
 def _pyplot() -> ModuleType:
     import matplotlib
 
@@ -84,6 +92,8 @@ def _pyplot() -> ModuleType:
 def draw_cost(series: dict[str, tuple[float, float, float]], path: Path) -> None:
     """Grouped bars, one group per workload, on a log scale."""
     plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     figure, axes = plt.subplots(figsize=(8, 4.2))
     names = ("relayflow", "Step Functions Standard", "Lambda durable functions")
     width = 0.27
@@ -94,9 +104,11 @@ def draw_cost(series: dict[str, tuple[float, float, float]], path: Path) -> None
         axes.bar_label(bars, labels=[f"${h:.2f}" for h in heights], fontsize=7, padding=2)
     axes.set_xticks(range(len(series)), list(series), fontsize=8)
     axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(FuncFormatter(_dollars))
+    axes.set_ylim(top=max(max(values) for values in series.values()) * 5)
     axes.set_ylabel("$ per million steps (log scale)")
     axes.set_title("Orchestration cost per million steps (inline step host)")
-    axes.legend(fontsize=8, loc="upper left")
+    axes.legend(fontsize=8, loc="upper center", ncols=3)
     figure.tight_layout()
     figure.savefig(path, format="svg", metadata={"Date": None})
     plt.close(figure)
@@ -105,11 +117,15 @@ def draw_cost(series: dict[str, tuple[float, float, float]], path: Path) -> None
 def draw_cpu(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
     """One line per driver and mode: CPU per step against the run's length, both log scales."""
     plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     figure, axes = plt.subplots(figsize=(8, 4.2))
     for name, points in series.items():
         axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
     axes.set_xscale("log")
     axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(FuncFormatter(_plain))
+    axes.xaxis.set_major_formatter(FuncFormatter(_plain))
     axes.set_xlabel("steps in the run (sequential)")
     axes.set_ylabel("CPU ms per step (log scale)")
     axes.set_title("CPU per step against run length (median of repeated runs)")

@@ -32,7 +32,7 @@ def render(results: Results, charts: Sequence[docs_charts.Chart]) -> str:
     """What goes between the markers: the run's summary, the charts, then every figure."""
     pictures = [f"![{chart.alt}](assets/{chart.file})" for chart in charts]
     return "\n\n".join(
-        [f"Latest run: {results.summary}.", *pictures, docs_tables.sections(results.rows)]
+        [f"Summary of the run: {results.summary}.", *pictures, docs_tables.sections(results.rows)]
     )
 
 

@@ -4,10 +4,14 @@ Each page's blocks run in order, in one namespace per page, like a reader who pa
 after the other; every block is its own test, named by page and line. A block that needs what
 a test cannot give (your own package, a server, AWS) is reported as skipped, with the reason.
 Example tests a page defines (``def test_...``) run right after the block that defines them.
+A ``print(...)`` followed by a comment shows what it prints: the block must print a line that
+the comment describes (``...`` and ``<what>`` stand for any text).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import warnings
 from collections.abc import Iterator
@@ -23,6 +27,8 @@ from relayflow.sdk import registry as workflow_registry
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PRINTED = re.compile(r"^\s*print\(.*\)  # (?P<shown>.+)$", re.MULTILINE)
+PLACEHOLDER = re.compile(r"\\\.\\\.\\\.|<[^>]+>")
 #: Why a block cannot run in a test, by a text it contains.
 NOT_RUNNABLE = {
     "my_app": "imports the reader's own package",
@@ -89,9 +95,29 @@ def isolated_registries() -> Iterator[None]:
     filter_registry._registry.update(filters)
 
 
+def shown_output(block: Block) -> list[tuple[str, re.Pattern[str]]]:
+    """What the block's commented ``print`` lines say they print, in order."""
+    shown = [found["shown"].strip() for found in PRINTED.finditer(block.code)]
+    return [(text, re.compile(PLACEHOLDER.sub(".+", re.escape(text)))) for text in shown]
+
+
+def missing_output(expected: list[tuple[str, re.Pattern[str]]], printed: str) -> list[str]:
+    """The expected lines not printed, in order (each after the one before)."""
+    lines = iter(printed.splitlines())
+    return [
+        text
+        for text, pattern in expected
+        if not any(pattern.fullmatch(line.strip()) for line in lines)
+    ]
+
+
 def _run(block: Block, namespace: dict[str, Any]) -> None:
     before = {name for name in namespace if name.startswith("test_")}
-    exec(compile(block.code, block.name, "exec"), namespace)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block.code, block.name, "exec"), namespace)
+    missing = missing_output(shown_output(block), printed.getvalue())
+    assert not missing, f"not printed: {missing}; printed: {printed.getvalue()!r}"
     for name, example_test in list(namespace.items()):
         if name.startswith("test_") and name not in before and callable(example_test):
             example_test()

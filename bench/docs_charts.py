@@ -7,13 +7,14 @@ whose rows are missing from the results is not drawn (and the page does not show
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from bench.docs_tables import COST, OVERHEAD, ColumnTable
+from bench.docs_tables import COST, OVERHEAD, PER_RUN, ColumnTable
 from bench.table import Row
 
 
@@ -28,6 +29,10 @@ class Chart:
 COST_CHART = Chart(
     "bench-cost-per-million-steps.svg",
     "Cost per million steps of relayflow, Step Functions and Lambda durable functions, by workload",
+)
+WRITE_UNITS_CHART = Chart(
+    "bench-write-units-per-step.svg",
+    "DynamoDB write units per step against run length, per-step and batched checkpoints",
 )
 CPU_CHART = Chart(
     "bench-cpu-per-step.svg",
@@ -57,15 +62,31 @@ def cost_series(rows: Sequence[Row]) -> dict[str, tuple[float, float, float]]:
     return series
 
 
+def _steps(run: str) -> int | None:
+    """The length of a sequential run (``"1,000 steps"``); ``None`` for a run with sleeps."""
+    found = re.fullmatch(r"([\d,]+) steps", run)
+    return None if found is None else int(found[1].replace(",", ""))
+
+
+def write_unit_series(rows: Sequence[Row]) -> dict[str, list[tuple[int, float]]]:
+    """DynamoDB write units per step (table and indexes) by run length, per checkpoint mode."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for measured, value in _matches(PER_RUN, rows):
+        steps = _steps(measured["run"])
+        if steps is not None:
+            series.setdefault(measured["mode"], []).append((steps, float(value["wu"])))
+    return {mode: sorted(points) for mode, points in series.items()}
+
+
 def cpu_series(rows: Sequence[Row]) -> dict[str, list[tuple[int, float]]]:
     """CPU milliseconds per step by run length (sequential runs), per driver and mode."""
     series: dict[str, list[tuple[int, float]]] = {}
     for measured, value in _matches(OVERHEAD, rows):
-        steps = re.fullmatch(r"([\d,]+) steps", measured["run"])
+        steps = _steps(measured["run"])
         if steps is None:
             continue
         name = measured["driver"] + (f", {measured['mode']}" if measured["mode"] else "")
-        series.setdefault(name, []).append((int(steps[1].replace(",", "")), float(value["cpu"])))
+        series.setdefault(name, []).append((steps, float(value["cpu"])))
     return {name: sorted(points) for name, points in series.items()}
 
 
@@ -75,6 +96,12 @@ def _dollars(value: float, _position: float) -> str:
 
 def _plain(value: float, _position: float) -> str:
     return f"{value:,g}"
+
+
+def _two_and_five(value: float, _position: float) -> str:
+    """Labels for the minor ticks of a log axis: only 2 and 5 of each decade, or they crowd."""
+    leading = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:,g}" if leading in (2, 5) else ""
 
 
 def _pyplot() -> ModuleType:
@@ -114,8 +141,10 @@ def draw_cost(series: dict[str, tuple[float, float, float]], path: Path) -> None
     plt.close(figure)
 
 
-def draw_cpu(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
-    """One line per driver and mode: CPU per step against the run's length, both log scales."""
+def draw_lines(
+    series: dict[str, list[tuple[int, float]]], path: Path, *, title: str, ylabel: str
+) -> None:
+    """One line per series against the run's length, both axes on log scales."""
     plt = _pyplot()
     from matplotlib.ticker import FuncFormatter
 
@@ -126,9 +155,10 @@ def draw_cpu(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
     axes.set_yscale("log")
     axes.yaxis.set_major_formatter(FuncFormatter(_plain))
     axes.xaxis.set_major_formatter(FuncFormatter(_plain))
+    axes.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
     axes.set_xlabel("steps in the run (sequential)")
-    axes.set_ylabel("CPU ms per step (log scale)")
-    axes.set_title("CPU per step against run length (median of repeated runs)")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
     axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, format="svg", metadata={"Date": None})
@@ -143,8 +173,22 @@ def draw(rows: Sequence[Row], assets: Path) -> list[Chart]:
     if costs:
         draw_cost(costs, assets / COST_CHART.file)
         drawn.append(COST_CHART)
+    write_units = write_unit_series(rows)
+    if write_units:
+        draw_lines(
+            write_units,
+            assets / WRITE_UNITS_CHART.file,
+            title="DynamoDB write units per step against run length (AWS driver on moto)",
+            ylabel="write units per step (log scale)",
+        )
+        drawn.append(WRITE_UNITS_CHART)
     cpu = cpu_series(rows)
     if cpu:
-        draw_cpu(cpu, assets / CPU_CHART.file)
+        draw_lines(
+            cpu,
+            assets / CPU_CHART.file,
+            title="CPU per step against run length (median of repeated runs)",
+            ylabel="CPU ms per step (log scale)",
+        )
         drawn.append(CPU_CHART)
     return drawn

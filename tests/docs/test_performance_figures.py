@@ -24,7 +24,7 @@ def test_the_page_shows_the_stored_results_and_their_charts(tmp_path: Path) -> N
     assert docs_page.block(page.read_text(encoding="utf-8")) == docs_page.block(
         docs_page.PAGE.read_text(encoding="utf-8")
     ), "docs/performance.md differs from bench/results.json: python -m bench.docs_page"
-    for chart in (docs_charts.COST_CHART, docs_charts.CPU_CHART):
+    for chart in (docs_charts.COST_CHART, docs_charts.WRITE_UNITS_CHART, docs_charts.CPU_CHART):
         drawn = (tmp_path / "assets" / chart.file).read_text(encoding="utf-8")
         assert drawn == (docs_page.ASSETS / chart.file).read_text(encoding="utf-8"), chart.file
 
@@ -70,6 +70,9 @@ def test_the_charts_use_the_numbers_the_tables_show() -> None:
         laid_out = docs_tables.sections(rows)
         assert f"${relayflow:.2f}" in laid_out and f"${step_functions:.2f}" in laid_out
         assert f"${durable:.2f}" in laid_out
+    write_units = docs_charts.write_unit_series(rows)
+    assert [steps for steps, _ in write_units["per step"]] == [10, 100, 1_000, 10_000]
+    assert [steps for steps, _ in write_units["batched"]] == [10, 100, 1_000, 10_000]
     cpu = docs_charts.cpu_series(rows)
     assert set(cpu) >= {"in-memory, per step", "AWS on moto, per step", "durable SDK runner"}
     assert all(len(points) >= 3 for points in cpu.values())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -165,6 +165,25 @@ def draw_lines(
     plt.close(figure)
 
 
+#: The line charts: what each shows, the rows it is drawn from, its title and its y axis.
+LINE_CHARTS: tuple[
+    tuple[Chart, Callable[[Sequence[Row]], dict[str, list[tuple[int, float]]]], str, str], ...
+] = (
+    (
+        WRITE_UNITS_CHART,
+        write_unit_series,
+        "DynamoDB write units per step against run length (AWS driver on moto)",
+        "write units per step (log scale)",
+    ),
+    (
+        CPU_CHART,
+        cpu_series,
+        "CPU per step against run length (median of repeated runs)",
+        "CPU ms per step (log scale)",
+    ),
+)
+
+
 def draw(rows: Sequence[Row], assets: Path) -> list[Chart]:
     """Draw every chart the rows support into ``assets``; the charts drawn."""
     assets.mkdir(parents=True, exist_ok=True)
@@ -173,22 +192,9 @@ def draw(rows: Sequence[Row], assets: Path) -> list[Chart]:
     if costs:
         draw_cost(costs, assets / COST_CHART.file)
         drawn.append(COST_CHART)
-    write_units = write_unit_series(rows)
-    if write_units:
-        draw_lines(
-            write_units,
-            assets / WRITE_UNITS_CHART.file,
-            title="DynamoDB write units per step against run length (AWS driver on moto)",
-            ylabel="write units per step (log scale)",
-        )
-        drawn.append(WRITE_UNITS_CHART)
-    cpu = cpu_series(rows)
-    if cpu:
-        draw_lines(
-            cpu,
-            assets / CPU_CHART.file,
-            title="CPU per step against run length (median of repeated runs)",
-            ylabel="CPU ms per step (log scale)",
-        )
-        drawn.append(CPU_CHART)
+    for chart, series_of, title, ylabel in LINE_CHARTS:
+        series = series_of(rows)
+        if series:
+            draw_lines(series, assets / chart.file, title=title, ylabel=ylabel)
+            drawn.append(chart)
     return drawn

@@ -129,7 +129,8 @@ test-reliability: $(STAMP)
 		--reliability-totals=$(RUN_TOTALS)/$(RELIABILITY_SWEEP).json tests/reliability
 	$(FIGURES_TOOL) write $(RUN_TOTALS)/$(RELIABILITY_SWEEP).json
 
-# Record a run's totals (by default the last `make test`'s) and rewrite the README from them.
+# Record a run's totals (by default the last `make test`'s) and rewrite docs/reliability.md
+# from them.
 RELIABILITY_TOTALS ?= $(RUN_TOTALS)/default.json
 reliability-figures: $(STAMP)
 	$(FIGURES_TOOL) write $(RELIABILITY_TOTALS)

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Sequence
 
 from bench import (
+    docs_page,
     fig_cost,
     fig_ingest,
     fig_limits,
@@ -21,8 +22,8 @@ from bench import (
     fig_requests,
     fig_time,
     fig_timers,
-    readme,
 )
+from bench.results import Results
 from bench.table import Row, render
 
 NAMES = (
@@ -90,9 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"run only this figure (repeatable): {', '.join(NAMES)}",
     )
     parser.add_argument(
+        "--write-docs",
         "--write-readme",
+        dest="write_docs",
         action="store_true",
-        help="store the table in bench/results.md and in the README's Performance section",
+        help="store the rows in bench/results.json and lay out docs/performance.md from them",
     )
     args = parser.parse_args(argv)
     names = tuple(args.only or NAMES)
@@ -110,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{' (quick sizes)' if args.quick else ''}"
     )
     print(f"\n{summary}")
-    if args.write_readme:
-        readme.write(table, summary)
+    if args.write_docs:
+        docs_page.write(Results(rows=tuple(rows), summary=summary))
     return 1 if failed else 0
 
 

@@ -170,7 +170,8 @@ def test_the_stack_s_pollers_poll_once_the_api_request_is_answered() -> None:
     assert polls and set(polls) == {0}
 
 
-def test_the_readme_states_how_long_a_step_waits_for_api_requests() -> None:
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+def test_the_docs_state_how_long_a_step_waits_for_api_requests() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
+    readme = " ".join(page.read_text().split())
     assert ApiFirst()._max_wait_s == MAX_WAIT_S == 1.0
     assert "for at most one second" in readme

@@ -302,7 +302,7 @@ def test_the_moto_server_takes_fifty_concurrent_clients(dev: DevProcess) -> None
     assert outcomes == ["200"] * 50
 
 
-def test_the_readme_states_the_servers_settings() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_state_the_servers_settings() -> None:
+    readme = (ROOT / "docs" / "getting-started" / "local-stack.md").read_text()
     assert f"{DEFAULT_THREADS} requests at once" in readme
     assert f"within {DEFAULT_READ_TIMEOUT_S} s answers 408" in readme

@@ -208,8 +208,9 @@ def test_the_gate_holds_requests_while_a_snapshot_is_taken() -> None:
     assert served == ["/x"]
 
 
-def test_the_readme_states_the_snapshot_interval_the_stack_uses(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_docs_state_the_snapshot_interval_the_stack_uses(tmp_path: Path) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "local-stack.md"
+    readme = page.read_text()
     seconds = DevState(tmp_path).interval_s
     assert seconds == int(seconds)
     assert f"saved every {int(seconds)} seconds when something changed" in readme

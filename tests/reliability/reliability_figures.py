@@ -1,15 +1,16 @@
-"""The README's reliability figures, written from the totals of the run that produced them.
+"""The Reliability page's figures (``docs/reliability.md``), written from the totals of the
+run that produced them.
 
 A session given ``--reliability-totals PATH`` writes its totals there (``make suite`` for the
-default sweep, ``make test-reliability`` for the full one). This module renders the README's
-"Figures" block from those files and checks or rewrites it:
+default sweep, ``make test-reliability`` for the full one). This module renders the page's
+"Figures" blocks from those files and checks or rewrites them:
 
     python tests/reliability/reliability_figures.py check  .reliability/default.json
     python tests/reliability/reliability_figures.py write  .reliability/default.json
 
 ``check`` compares a run's totals with the recorded ones in ``figures/`` (must-be-zero figures
 exactly, counts within :data:`TOLERANCE`); ``write`` records a run's totals there and rewrites
-the README from them.
+the page from them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "reliability.md"
 FIGURES_DIR = Path(__file__).resolve().parent / "figures"
 SWEEPS = ("default", "full")
 OPTION = "--reliability-totals"
@@ -100,7 +101,7 @@ def _count(value: int) -> str:
 
 
 def render(sweep: str, figures: Mapping[str, int]) -> str:
-    """The README block of one sweep."""
+    """The page's block of one sweep."""
     if sweep == "default":
         lines = ["Default sweep (`make test`), one run:", "", "| Figure | Count |", "|---|---:|"]
         for label, names in TABLE_ROWS:
@@ -133,18 +134,18 @@ def _markers(sweep: str) -> re.Pattern[str]:
     )
 
 
-def current_block(readme: str, sweep: str) -> str:
-    """The block of ``sweep`` as the README has it now."""
-    found = _markers(sweep).search(readme)
+def current_block(page: str, sweep: str) -> str:
+    """The block of ``sweep`` as the page has it now."""
+    found = _markers(sweep).search(page)
     if found is None:
-        raise ValueError(f"README.md has no reliability-figures:{sweep} markers")
+        raise ValueError(f"{PAGE.name} has no reliability-figures:{sweep} markers")
     return found.group(2)
 
 
-def with_block(readme: str, sweep: str, block: str) -> str:
-    """``readme`` with the block of ``sweep`` replaced."""
-    current_block(readme, sweep)
-    return _markers(sweep).sub(lambda m: m.group(1) + block + m.group(3), readme, count=1)
+def with_block(page: str, sweep: str, block: str) -> str:
+    """``page`` with the block of ``sweep`` replaced."""
+    current_block(page, sweep)
+    return _markers(sweep).sub(lambda m: m.group(1) + block + m.group(3), page, count=1)
 
 
 #: Figures that must be zero in every run: compared exactly.
@@ -180,13 +181,13 @@ def drift(recorded: Mapping[str, int], measured: Mapping[str, int]) -> list[str]
 
 
 def main(argv: Sequence[str]) -> int:
-    """``write TOTALS...`` records each sweep's totals and rewrites the README's figures from
-    them; ``check TOTALS`` compares a run's totals with the recorded ones (the README must show
+    """``write TOTALS...`` records each sweep's totals and rewrites the page's figures from
+    them; ``check TOTALS`` compares a run's totals with the recorded ones (the page must show
     the recorded ones)."""
     if len(argv) < 2 or argv[0] not in ("check", "write"):
         print(__doc__, file=sys.stderr)
         return 2
-    readme = README.read_text(encoding="utf-8")
+    page = PAGE.read_text(encoding="utf-8")
     if argv[0] == "write":
         stale: list[str] = []
         for name in argv[1:]:
@@ -195,11 +196,11 @@ def main(argv: Sequence[str]) -> int:
             if Path(name).resolve() != recorded.resolve():
                 write_totals(recorded, figures, full=sweep == "full")
             wanted = render(sweep, figures)
-            if current_block(readme, sweep) != wanted:
+            if current_block(page, sweep) != wanted:
                 stale.append(sweep)
-                readme = with_block(readme, sweep, wanted)
-        README.write_text(readme, encoding="utf-8")
-        print(f"README reliability figures rewritten: {', '.join(stale) or 'unchanged'}")
+                page = with_block(page, sweep, wanted)
+        PAGE.write_text(page, encoding="utf-8")
+        print(f"docs/reliability.md figures rewritten: {', '.join(stale) or 'unchanged'}")
         return 0
     problems: list[str] = []
     recorded_runs = recorded_totals()
@@ -209,18 +210,18 @@ def main(argv: Sequence[str]) -> int:
         if recorded is None:
             problems.append(f"{sweep}: no recorded totals in {FIGURES_DIR}")
             continue
-        if current_block(readme, sweep) != render(sweep, recorded):
-            problems.append(f"{sweep}: the README does not show the recorded totals")
+        if current_block(page, sweep) != render(sweep, recorded):
+            problems.append(f"{sweep}: docs/reliability.md does not show the recorded totals")
         problems.extend(f"{sweep}: {problem}" for problem in drift(recorded, measured))
     if problems:
         print(
-            "README reliability figures no longer describe this run ("
+            "docs/reliability.md figures no longer describe this run ("
             + "; ".join(problems)
             + "); `make reliability-figures RELIABILITY_TOTALS=<this run's totals>` records it",
             file=sys.stderr,
         )
         return 1
-    print("README reliability figures describe this run's totals")
+    print("docs/reliability.md figures describe this run's totals")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The README's reliability figures are the totals a recorded run wrote (see
+"""The Reliability page's figures (``docs/reliability.md``) are the totals a recorded run wrote (see
 ``tests/reliability/reliability_figures.py``), never typed by hand."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import reliability_figures as figures
 import reliability_tally
 
 
-def test_the_readme_shows_the_recorded_totals_of_each_sweep() -> None:
+def test_the_page_shows_the_recorded_totals_of_each_sweep() -> None:
     recorded = figures.recorded_totals()
     assert "default" in recorded, "make suite records tests/reliability/figures/default.json"
-    readme = figures.README.read_text(encoding="utf-8")
+    page = figures.PAGE.read_text(encoding="utf-8")
     for sweep, totals in recorded.items():
-        assert figures.current_block(readme, sweep) == figures.render(sweep, totals), (
-            f"README {sweep} figures differ from the recorded run: make reliability-figures"
+        assert figures.current_block(page, sweep) == figures.render(sweep, totals), (
+            f"docs/reliability.md {sweep} figures differ from the recorded run: "
+            "make reliability-figures"
         )
 
 
@@ -33,9 +34,9 @@ def test_a_run_the_recorded_figures_no_longer_describe_fails_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorded = figures.recorded_totals()["default"]
-    readme = tmp_path / "README.md"
-    readme.write_text(figures.README.read_text(encoding="utf-8"), encoding="utf-8")
-    monkeypatch.setattr(figures, "README", readme)
+    page = tmp_path / "reliability.md"
+    page.write_text(figures.PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(figures, "PAGE", page)
     monkeypatch.setattr(figures, "FIGURES_DIR", tmp_path / "figures")
     figures.write_totals(tmp_path / "figures" / "default.json", recorded, full=False)
 
@@ -52,5 +53,5 @@ def test_a_run_the_recorded_figures_no_longer_describe_fails_the_check(
     assert check(crash_points=recorded["crash_points"] + 10) == 1
     assert figures.main(["write", str(tmp_path / "run" / "default.json")]) == 0  # records it
     assert check(crash_points=recorded["crash_points"] + 10) == 0
-    rewritten = figures.current_block(readme.read_text(encoding="utf-8"), "default")
+    rewritten = figures.current_block(page.read_text(encoding="utf-8"), "default")
     assert f"| {recorded['crash_points'] + 10:,} |" in rewritten

@@ -15,7 +15,7 @@ from relayflow.errors import (
 )
 from relayflow.protocol import SerializedError
 from relayflow.sdk.serdes import dump_converting
-from relayflow.sdk.tracebacks import format_user_traceback
+from relayflow.sdk.tracebacks import recorded_traceback
 
 _MAX_CAUSE_DEPTH = 5
 #: The attribute a step failure raised in the body keeps its journalled error in: the run's
@@ -81,7 +81,7 @@ def serialize_error(error: BaseException, *, depth: int = 0) -> SerializedError:
     if journalled is not None:
         stack = journalled.stack if depth <= 1 else None
     else:
-        stack = format_user_traceback(error) if depth == 0 else None
+        stack = recorded_traceback(error) if depth == 0 else None
     return SerializedError(
         category=category,
         code=code,

@@ -40,6 +40,8 @@ _LIBRARY_DIRS = tuple(
     )
 )
 _PACKAGE_FOLDERS = frozenset({"site-packages", "dist-packages"})
+#: Where :func:`recorded_traceback` keeps an error's formatted traceback.
+_FORMATTED = "_relayflow_traceback"
 
 
 def is_user_frame(filename: str) -> bool:
@@ -90,6 +92,18 @@ def _chain(head: traceback.TracebackException) -> Iterator[traceback.TracebackEx
         yield item
         pending.extend(e for e in (item.__cause__, item.__context__) if e is not None)
         pending.extend(getattr(item, "exceptions", None) or ())
+
+
+def recorded_traceback(error: BaseException) -> str | None:
+    """:func:`format_user_traceback` of ``error``, formatted once: a failed attempt serialises
+    its error for the attempt, the step's entry and the failure the body sees."""
+    cached = error.__dict__.get(_FORMATTED)
+    # Keyed by the traceback object: an exception raised again has a new one.
+    if isinstance(cached, tuple) and cached[0] is error.__traceback__:
+        return cached[1]  # type: ignore[no-any-return]
+    stack = format_user_traceback(error)
+    error.__dict__[_FORMATTED] = (error.__traceback__, stack)
+    return stack
 
 
 def format_user_traceback(error: BaseException) -> str | None:

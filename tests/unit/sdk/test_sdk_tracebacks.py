@@ -18,7 +18,7 @@ from sdk_harness import clean_registry  # noqa: F401
 import relayflow
 from relayflow.errors import StepFailedError
 from relayflow.protocol import MAX_STACK_BYTES, FailedResponse, SerializedError
-from relayflow.sdk import RetryPolicy, workflow
+from relayflow.sdk import RetryPolicy, tracebacks, workflow
 from relayflow.sdk.tracebacks import ENTRY_STACK_BUDGET, MAX_FRAMES, STACK_DROPPED
 from relayflow.testing import WorkflowTestEnv
 
@@ -213,3 +213,30 @@ def test_a_stack_from_another_host_is_cut_to_the_cap_when_read() -> None:
     assert len(error.stack.encode()) <= MAX_STACK_BYTES
     assert error.stack.startswith("Error: boom\n")
     assert f"middle omitted: the traceback had {len(stack)} bytes" in error.stack
+
+
+def test_a_failed_attempt_formats_its_traceback_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    formatted: list[BaseException] = []
+    original = tracebacks.format_user_traceback
+
+    def counting(error: BaseException) -> str | None:
+        formatted.append(error)
+        return original(error)
+
+    monkeypatch.setattr(tracebacks, "format_user_traceback", counting)
+    shared = ValueError("the same object each time")
+
+    def fails() -> Any:
+        raise shared
+
+    @workflow(id="tb.once")
+    def body(data: Any, ctx: Any) -> Any:
+        return ctx.step("fails", fails, retry=RetryPolicy(max=2, initial=1))
+
+    env = WorkflowTestEnv(workflows=[body])
+    detail = failed_run(env, "tb.once")
+
+    # The attempt, the entry and the failure the body sees share one formatting per raise;
+    # raised again, the object has a new traceback and is formatted again.
+    assert formatted == [shared, shared]
+    assert [e.error.stack for e in detail.timeline][1] == detail.error.stack

@@ -81,8 +81,33 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+#: The most UTF-8 bytes an error's ``stack`` keeps, whoever wrote it (a host of another SDK
+#: included): a journal entry keeps one per failed attempt.
+MAX_STACK_BYTES = 8 * 1024
+#: Bytes of a cut text kept before the cut (the rest of the limit goes to its end).
+_CUT_HEAD_BYTES = 2 * 1024
+
+
+def cut_middle(text: str, limit: int = MAX_STACK_BYTES) -> str:
+    """``text`` when its UTF-8 fits in ``limit`` bytes, else its start and end around a line
+    saying how many bytes it had (the whole within ``limit``)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    head = min(_CUT_HEAD_BYTES, limit // 4)
+    marker = f"\n... middle omitted: the traceback had {len(data)} bytes ...\n"
+    tail = max(0, limit - head - len(marker.encode("utf-8")))
+    start = data[:head].decode("utf-8", errors="ignore")
+    end = data[len(data) - tail :].decode("utf-8", errors="ignore") if tail else ""
+    return start + marker + end
+
+
 class SerializedError(WireModel):
-    """An error as it crosses the wire and as the run record keeps it."""
+    """An error as it crosses the wire and as the run record keeps it.
+
+    ``name`` is the type of the exception, ``stack`` its traceback (at most
+    ``MAX_STACK_BYTES``; a longer one is cut in the middle when it is read).
+    """
 
     category: ErrorCategory = "USER_ERROR"
     code: str = "UNKNOWN"
@@ -91,6 +116,11 @@ class SerializedError(WireModel):
     stack: str | None = None
     cause: SerializedError | None = None
     data: Any = None
+
+    @field_validator("stack")
+    @classmethod
+    def _bounded_stack(cls, stack: str | None) -> str | None:
+        return None if stack is None else cut_middle(stack)
 
 
 #: How the code of a timed-out attempt ended when it finally did.

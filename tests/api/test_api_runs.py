@@ -57,7 +57,8 @@ def test_a_failing_workflow_is_reported_failed_and_counted(api: Api) -> None:
     assert answer.status == 201
     assert answer.body["status"] == "failed"
     assert answer.body["error"]["code"] == "BROKEN"
-    assert "stack" not in answer.body["error"]
+    assert answer.body["error"]["name"] == "FatalError"
+    assert "in fails" in answer.body["error"]["stack"]
     assert api.metrics.counts[m.RUNS_FAILED] == 1
 
 

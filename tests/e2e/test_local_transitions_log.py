@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from examples.order_saga import fulfil_order, print_label
 from relayflow.local.transitions_log import TransitionLog
 from relayflow.testing import WorkflowTestEnv
@@ -60,3 +62,35 @@ def test_reads_pass_through_to_the_store() -> None:
     run = env.trigger(fulfil_order, {"id": "o-1", "total": 5, "items": ["x"]})
     assert env.engine.runs.get(run.id) is not None
     assert env.list_runs().runs[0].id == run.id
+
+
+def test_each_failed_attempt_prints_its_type_and_traceback_once() -> None:
+    from relayflow.sdk import RetryPolicy, workflow
+
+    def lookup(order: dict[str, Any]) -> Any:
+        return order["id"]
+
+    @workflow(id="log.failing")
+    def failing(data: Any, ctx: Any) -> Any:
+        ctx.sleep("1s")
+        return ctx.step("lookup", lookup, {}, retry=RetryPolicy(max=2, initial="1m"))
+
+    env = WorkflowTestEnv(workflows=[failing])
+    lines: list[str] = []
+    env.engine.add_observer(TransitionLog(lines.append, env.now))
+    run = env.trigger(failing)
+    env.advance("1s")
+    env.advance("1m")  # the retry: an invocation that replays the first failed attempt
+
+    failures = [line for line in lines if " failed: " in line.split("\n")[0]]
+    assert [f.split("\n")[0].split("  ", 2)[2] for f in failures] == [
+        "step lookup attempt 1 failed: KeyError: 'id'",
+        "step lookup attempt 2 failed: KeyError: 'id'",
+    ]
+    for failure in failures:
+        assert failure.split("\n")[1] == "    Traceback (most recent call last):"
+        assert 'test_local_transitions_log.py", line' in failure
+        assert "in lookup\n" in failure
+        assert failure.endswith("    KeyError: 'id'")
+    last = fields([line for line in lines if fields(line)[1] == run.id][-1])
+    assert last[3:] == ["failed", "error KeyError: 'id'"]

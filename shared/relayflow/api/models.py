@@ -183,7 +183,14 @@ class RunErrorView(ResponseModel):
     category: str = "USER_ERROR"
     code: str = "UNKNOWN"
     message: str = ""
-    name: str | None = None
+    name: str | None = Field(
+        default=None, description="the type of the exception raised (e.g. KeyError)"
+    )
+    stack: str | None = Field(
+        default=None,
+        description="the traceback's frames of the workflow's own code (no library or "
+        "relayflow frames, no locals), at most 50 frames and 8 KiB, cut in the middle",
+    )
     data: Any = None
 
 

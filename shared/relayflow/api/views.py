@@ -42,13 +42,13 @@ def _dump(value: Any) -> Any:
 
 
 def error_view(error: Any) -> RunErrorView | None:
-    """A serialised error as the API shows it (the stack is left out)."""
+    """A serialised error as the API shows it, its type in ``name`` and traceback in ``stack``."""
     if error is None:
         return None
     data = _dump(error)
     if not isinstance(data, Mapping):
         return RunErrorView(message=str(data))
-    return RunErrorView.model_validate({k: v for k, v in data.items() if k != "stack"})
+    return RunErrorView.model_validate(data)
 
 
 def pending_view(wait_id: str, detail: RunDetail) -> PendingWaitpointView:

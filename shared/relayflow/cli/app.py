@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_runs_list)
     p = runs_sub.add_parser("get", parents=[common], help="status, output and timeline of a run")
     p.add_argument("run_id", metavar="ID")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every recorded traceback frame, and the traceback of each failed attempt",
+    )
     p.set_defaults(handler=cmd_runs_get)
     p = runs_sub.add_parser("watch", parents=[common], help="follow a run until it ends")
     p.add_argument("run_id", metavar="ID")

@@ -138,7 +138,7 @@ def cmd_runs_get(args: argparse.Namespace, con: Console) -> int:
     if con.json_output:
         con.emit_json({"run": run, "timeline": timeline_entries(timeline)})
     else:
-        con.line(run_details(run, timeline_entries(timeline)))
+        con.line(run_details(run, timeline_entries(timeline), verbose=args.verbose))
     return EXIT_OK
 
 

@@ -148,15 +148,48 @@ def entry_outcome(entry: Mapping[str, Any]) -> str:
 
 
 def entry_error(entry: Mapping[str, Any]) -> str:
-    """``CODE: message`` of an entry's error, or the empty string."""
+    """``Type: message [CODE]`` of an entry's error (``CODE: message`` when the type is not
+    known), or the empty string."""
     error = entry.get("error")
     if isinstance(error, dict):
         code = pick(error, "code", default="")
         message = pick(error, "message", default="")
+        name = pick(error, "name", default="")
+        if name:
+            shown_code = f" [{code}]" if code and code != "UNKNOWN" else ""
+            return f"{name}: {message}{shown_code}"
         return f"{code}: {message}" if code and message else str(code or message)
     if error:
         return str(error)
     return ""
+
+
+#: Frames of a traceback ``runs get`` shows without ``--verbose``: where it failed.
+STACK_TAIL_FRAMES = 3
+_FRAME_START = '  File "'
+
+
+def stack_lines(stack: str, *, verbose: bool = False) -> list[str]:
+    """A recorded traceback as lines: all of it with ``verbose``, else its last frames."""
+    lines = stack.rstrip("\n").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_FRAME_START)]
+    if verbose or len(starts) <= STACK_TAIL_FRAMES:
+        return lines
+    earlier = len(starts) - STACK_TAIL_FRAMES
+    return [
+        "Traceback (most recent call last):",
+        f"  ... {earlier} earlier frame{'s' if earlier > 1 else ''} (--verbose shows all)",
+        *lines[starts[earlier] :],
+    ]
+
+
+def error_stack(entry: Mapping[str, Any], *, verbose: bool = False) -> list[str]:
+    """The traceback of an entry's error, indented, or no lines when it has none."""
+    error = entry.get("error")
+    stack = error.get("stack") if isinstance(error, dict) else None
+    if not isinstance(stack, str) or not stack:
+        return []
+    return ["          " + line for line in stack_lines(stack, verbose=verbose)]
 
 
 def overrun(entry: Mapping[str, Any], start: int | None) -> str:
@@ -217,8 +250,11 @@ def describe_wait(wait: Mapping[str, Any], run_id: str = "RUN") -> str:
     return text
 
 
-def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> str:
-    """The ``runs get`` view: header lines, output or error, then the timeline."""
+def run_details(
+    run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], *, verbose: bool = False
+) -> str:
+    """The ``runs get`` view: header lines, output or error (with the end of its traceback,
+    all of it and every failed attempt's with ``verbose``), then the timeline."""
     lines = [
         f"run       {pick(run, 'id', 'runId', default='?')}",
         f"workflow  {pick(run, 'workflowId', default='?')}",
@@ -245,6 +281,7 @@ def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) ->
     error = run.get("error")
     if error:
         lines.append(f"error     {entry_error({'error': error})}")
+        lines.extend(error_stack({"error": error}, verbose=verbose))
     for report in run.get("compensations") or []:
         if isinstance(report, dict):
             lines.append(
@@ -258,4 +295,11 @@ def run_details(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) ->
         lines.append(timeline_table(entries))
     else:
         lines.append("(no steps or waits yet)")
+    if verbose:
+        for entry in entries:
+            stack = error_stack(entry, verbose=True)
+            if stack:
+                attempt = pick(entry, "attempt")
+                which = f" (attempt {attempt})" if attempt is not None else ""
+                lines += ["", f"{entry_label(entry)}{which}: {entry_error(entry)}", *stack]
     return "\n".join(lines)

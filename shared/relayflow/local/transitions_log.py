@@ -1,21 +1,25 @@
 """One readable console line per run transition, from the engine's saves (a run observer).
 
 The wrapper sees every insert and conditional save; it prints a line when a run's status or
-the step/wait it is at changes (lease-only saves stay quiet).
+the step/wait it is at changes (lease-only saves stay quiet), and each failed step attempt's
+type and traceback once, when the attempt is first saved (replays journal it again).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-from relayflow.cli.render import compact_json, format_duration
+from relayflow.cli.render import compact_json, format_duration, stack_lines
 from relayflow.core.record import RunRecord
+from relayflow.protocol import SerializedError, StepJournalEntry
 
 #: Runs whose last line is remembered (the oldest are forgotten first).
 _REMEMBERED_RUNS = 10_000
+#: Failed attempts whose traceback was printed, remembered so that a replay stays quiet.
+_REMEMBERED_FAILURES = 10_000
 
 
 def _clock(ms: int) -> str:
@@ -27,7 +31,10 @@ def describe_position(record: RunRecord, now_ms: int) -> str:
     if record.status == "completed":
         return f"output {compact_json(record.output, 100)}"
     if record.error is not None and record.is_terminal:
-        return f"error {record.error.code}: {record.error.message}"[:160]
+        error = record.error
+        # A code the user gave says more than the type; UNKNOWN says less.
+        label = error.code if error.code != "UNKNOWN" or not error.name else error.name
+        return f"error {label}: {error.message}"[:160]
     if record.status == "waiting" and record.pending_waitpoints:
         parts = []
         for wait in record.pending_waitpoints:
@@ -72,11 +79,34 @@ class TransitionLog:
         self._write = write
         self._now_ms = now_ms
         self._last: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._failures: OrderedDict[tuple[str, str, int], None] = OrderedDict()
         self._lock = threading.Lock()
 
     def on_saved(self, before: RunRecord | None, after: RunRecord) -> None:
-        """Report ``after`` if its status or position changed since the last line."""
+        """Report ``after`` if its status or position changed since the last line, and the
+        step attempts that failed since ``before``."""
+        self._report_failures(before, after)
         self._report(after)
+
+    def _report_failures(self, before: RunRecord | None, after: RunRecord) -> None:
+        old = before.journal.step_results if before is not None else {}
+        for step_id, entry in after.journal.step_results.items():
+            previous = old.get(step_id)
+            if previous is entry or (previous is not None and previous.attempts == entry.attempts):
+                continue
+            for attempt, error in _failed_attempts(entry):
+                if self._first_time((after.id, step_id, attempt)):
+                    head = f"{_clock(self._now_ms())}  {after.id}  step {step_id} attempt {attempt}"
+                    self._write(describe_failure(head, error))
+
+    def _first_time(self, failure: tuple[str, str, int]) -> bool:
+        with self._lock:
+            if failure in self._failures:
+                return False
+            self._failures[failure] = None
+            while len(self._failures) > _REMEMBERED_FAILURES:
+                self._failures.popitem(last=False)
+            return True
 
     def on_interrupted(self, run_id: str, reason: str) -> None:
         """Say that ``run_id`` will be driven again after a transient failure."""
@@ -98,3 +128,17 @@ class TransitionLog:
                 self._last.popitem(last=False)
         line = f"{_clock(now)}  {record.id}  {record.workflow_id}  {record.status}"
         self._write(f"{line}  {position}".rstrip())
+
+
+def describe_failure(head: str, error: SerializedError) -> str:
+    """``<head> failed: KeyError: 'id'`` and the traceback, indented."""
+    kind = error.name or error.code
+    lines = [f"{head} failed: {kind}: {error.message}"[:400]]
+    lines += ["    " + line for line in stack_lines(error.stack or "", verbose=True)]
+    return "\n".join(lines)
+
+
+def _failed_attempts(entry: StepJournalEntry) -> Iterator[tuple[int, SerializedError]]:
+    for attempt in entry.attempts:
+        if attempt.status == "err" and attempt.error is not None:
+            yield attempt.attempt, attempt.error

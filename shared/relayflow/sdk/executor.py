@@ -30,7 +30,7 @@ from relayflow.protocol import (
 from relayflow.sdk.checkpoints import Checkpointer
 from relayflow.sdk.context import WorkflowContext
 from relayflow.sdk.effects import Op
-from relayflow.sdk.failures import serialize_error
+from relayflow.sdk.failures import run_error, serialize_error
 from relayflow.sdk.groups import run_compensations
 from relayflow.sdk.invocation import ExecutorOptions, Invocation
 from relayflow.sdk.registry import Workflow
@@ -206,7 +206,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
             return CompensationFailedResponse(compensations=reports, **parts)
         return CompensatedResponse(compensations=reports, **parts)
     assert outcome.error is not None
-    error = serialize_error(outcome.error)
+    error = run_error(outcome.error)
     if not root.compensables:
         return FailedResponse(error=error, **parts)
     reports = yield from run_compensations(inv, root.compensables)

@@ -15,8 +15,12 @@ from relayflow.errors import (
 )
 from relayflow.protocol import SerializedError
 from relayflow.sdk.serdes import dump_converting
+from relayflow.sdk.tracebacks import recorded_traceback
 
 _MAX_CAUSE_DEPTH = 5
+#: The attribute a step failure raised in the body keeps its journalled error in: the run's
+#: error then names what the step raised (``KeyError``) with its traceback, live or replayed.
+_JOURNALLED = "_relayflow_journalled_error"
 
 # Errors a replay re-raises with their own class (by ``name``); any other name becomes
 # a StepFailedError so that live runs and replays raise the same type.
@@ -49,7 +53,12 @@ def _json_or_text(value: Any) -> Any:
 
 
 def serialize_error(error: BaseException, *, depth: int = 0) -> SerializedError:
-    """The wire form ``{category, code, message, name, data, cause}`` of ``error``."""
+    """The wire form ``{category, code, message, name, stack, data, cause}`` of ``error``.
+
+    ``stack`` is the user's part of the traceback (see :mod:`relayflow.sdk.tracebacks`),
+    covering the causes too, which carry none of their own; a step failure raised in the body
+    carries the traceback journalled with the step (itself, or as a direct cause).
+    """
     if isinstance(error, RelayflowError):
         category = error.category if error.category in (USER_ERROR, RUNTIME_ERROR) else USER_ERROR
         code = error.code
@@ -68,14 +77,40 @@ def serialize_error(error: BaseException, *, depth: int = 0) -> SerializedError:
     original = error.__cause__
     if original is not None and depth < _MAX_CAUSE_DEPTH:
         cause = serialize_error(original, depth=depth + 1)
+    journalled = _journalled(error)
+    if journalled is not None:
+        stack = journalled.stack if depth <= 1 else None
+    else:
+        stack = recorded_traceback(error) if depth == 0 else None
     return SerializedError(
         category=category,
         code=code,
         message=message,
         name=type(error).__name__,
+        stack=stack,
         data=data,
         cause=cause,
     )
+
+
+def run_error(error: BaseException) -> SerializedError:
+    """The error a run fails with when its body raises ``error``: a step failure the body let
+    through is the step's journalled error (``KeyError`` and its traceback, whether the step
+    failed in this invocation or an earlier one)."""
+    journalled = _journalled(error)
+    if journalled is not None:
+        return journalled.model_copy(deep=True)
+    return serialize_error(error)
+
+
+def _journalled(error: BaseException) -> SerializedError | None:
+    journalled = getattr(error, _JOURNALLED, None)
+    return journalled if isinstance(journalled, SerializedError) else None
+
+
+def _with_journalled(failure: RelayflowError, error: SerializedError) -> RelayflowError:
+    setattr(failure, _JOURNALLED, error)
+    return failure
 
 
 def step_failure(error: SerializedError, step_id: str) -> RelayflowError:
@@ -83,19 +118,21 @@ def step_failure(error: SerializedError, step_id: str) -> RelayflowError:
     if error.code == StepInterruptedError.code:
         interrupted = StepInterruptedError(error.message, data=error.data)
         interrupted.step_id = step_id
-        return interrupted
-    return StepFailedError(
+        return _with_journalled(interrupted, error)
+    failed = StepFailedError(
         error.message, code=error.code, data=error.data, step_id=step_id, error_name=error.name
     )
+    return _with_journalled(failed, error)
 
 
 def rehydrate_error(error: SerializedError) -> RelayflowError:
     """A relayflow error standing for a journalled failure (same class when it is one of ours)."""
     cls = _REHYDRATABLE.get(error.name or "")
     if cls is None or cls is StepFailedError:
-        return StepFailedError(
+        failed = StepFailedError(
             error.message, code=error.code, data=error.data, error_name=error.name
         )
+        return _with_journalled(failed, error)
     if cls is RetryableError:
         return RetryableError(error.message, code=error.code, data=error.data)
     return cls(error.message, code=error.code, data=error.data)

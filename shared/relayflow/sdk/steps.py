@@ -20,6 +20,7 @@ from relayflow.sdk.overruns import ABANDONED, OVERRUNS, Overrun, overrun_grace_m
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_output, load_value
+from relayflow.sdk.tracebacks import keep_recent_stacks
 
 Semantics = Literal["at_least_once", "at_most_once"]
 
@@ -325,6 +326,7 @@ def _record_failure(
     last = entry.attempts[-1] if entry.attempts else None
     if last is not None and last.attempt == attempt and last.status == "started":
         entry.attempts[-1] = _attempt(attempt, "err", last.started_at, now, error)
+    keep_recent_stacks(entry.attempts)
     entry.attempt = attempt
     if entry.started_at == 0 and entry.attempts:
         entry.started_at = entry.attempts[0].started_at

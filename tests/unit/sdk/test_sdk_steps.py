@@ -201,7 +201,8 @@ def test_exhausted_retries_fail_the_run_with_the_last_error() -> None:
     harness = Harness("exhausted")
     result = harness.run()
     assert result["status"] == "failed"
-    assert result["error"]["name"] == "StepFailedError"
+    # The run's error is the step's last error: its type, not the StepFailedError wrapping it.
+    assert result["error"]["name"] == "RuntimeError"
     assert result["error"]["message"] == "flaky"
     assert len(harness.journal["stepResults"]["s"]["attempts"]) == 2
 

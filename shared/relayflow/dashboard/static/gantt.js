@@ -2,6 +2,7 @@
 // failures visible) and one per wait, on a time axis from the run's start.
 
 import { h, svg } from "./dom.js";
+import { errorSummary } from "./failures.js";
 import { formatDuration, formatTime } from "./format.js";
 
 const ROW = 20;
@@ -64,7 +65,7 @@ function describe(entry, finished) {
   const what = entry.type === "step" ? `step ${entry.id}, attempt ${entry.attempt ?? 1}` : `${waitKind(entry)} wait ${entry.id}`;
   const open = finished ? "never ended: the run ended first" : "still open";
   const span = isOpen(entry) ? open : formatDuration(entry.endedAt - entry.startedAt);
-  const error = entry.error ? ` — ${entry.error.code || ""} ${entry.error.message || ""}` : "";
+  const error = entry.error ? ` — ${errorSummary(entry.error)}` : "";
   return `${what}: ${entry.outcome} (${span}) from ${formatTime(entry.startedAt)}${entry.source ? `, by ${entry.source}` : ""}${error}`;
 }
 
@@ -136,6 +137,6 @@ export function timelineTable(entries) {
       h("td", {}, e.outcome),
       h("td", {}, formatTime(e.startedAt)),
       h("td", {}, isOpen(e) ? "open" : formatDuration(e.endedAt - e.startedAt)),
-      h("td", {}, [e.error ? `${e.error.code || ""}: ${e.error.message || ""}` : e.source || "",
+      h("td", {}, [e.error ? errorSummary(e.error) : e.source || "",
         overran(e) ? ` — its code ran on: ${e.abandonedOutcome || "ended"} at ${formatTime(e.abandonedEndedAt)}` : ""].join("")))))));
 }

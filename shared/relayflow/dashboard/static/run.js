@@ -5,6 +5,7 @@ import { api, ApiError, runPath } from "./api.js";
 import { h, replace, toast } from "./dom.js";
 import { formatDuration, formatTime, timeCell } from "./format.js";
 import { ganttChart, legend, timelineTable, waitKind } from "./gantt.js";
+import { errorPanel, errorSummary, failedAttempts } from "./failures.js";
 import { jsonView } from "./json.js";
 import { statusBadge } from "./runs.js";
 
@@ -131,7 +132,7 @@ function journalLine(event) {
   const what = event.type === "status" ? `run ${event.status}`
     : event.type === "stream_chunk" ? `stream ${event.id} chunk ${event.attempt}`
     : `${event.type === "wait" ? (waitKind(event)) + " wait" : "step"} ${event.id}${event.attempt && event.type === "step" ? ` #${event.attempt}` : ""}: ${event.status}`;
-  const error = event.error ? ` — ${event.error.code || ""} ${event.error.message || ""}` : "";
+  const error = event.error ? ` — ${errorSummary(event.error)}` : "";
   return h("li", { dataset: { seq: event.seq } }, h("span", { class: "muted mono" }, `${event.seq}. `),
     timeCell(event.at), " ", what, error);
 }
@@ -165,6 +166,7 @@ export function renderRun(main, runId, ctx) {
   const journal = h("ul", { id: "journal-list" });
   const liveLabel = h("span", { class: "live", id: "journal-live" }, "live");
   const compensations = h("div", {});
+  const failuresBox = h("div", {});
   document.title = `${runId} · relayflow`;
   replace(main, h("p", { class: "muted" }, "Loading the run…"));
 
@@ -192,7 +194,7 @@ export function renderRun(main, runId, ctx) {
 
   function layout() {
     replace(main, header, section("Run", factsBox), values, compensations, waitsBox, cancelBox,
-      section("Timeline", timelineBox),
+      section("Timeline", timelineBox), failuresBox,
       section("Journal", h("div", { class: "row spread" }, h("span", { class: "muted" }, "Every step attempt, wait and stream chunk, in order."), liveLabel),
         h("div", { class: "journal", tabindex: "0", "aria-label": "Journal" }, journal)));
   }
@@ -204,7 +206,7 @@ export function renderRun(main, runId, ctx) {
     replace(factsBox, facts(run));
     replace(values,
       section("Input", jsonView(run.input)),
-      section(run.error ? "Error" : "Output", run.error ? jsonView(run.error) : (TERMINAL.has(run.status) ? jsonView(run.output) : h("p", { class: "muted" }, "Not finished yet."))),
+      section(run.error ? "Error" : "Output", run.error ? errorPanel(run.error) : (TERMINAL.has(run.status) ? jsonView(run.output) : h("p", { class: "muted" }, "Not finished yet."))),
       Object.keys(run.metadata || {}).length ? section("Metadata", jsonView(run.metadata)) : null);
     replace(compensations, (run.compensations || []).length ? section("Compensations", jsonView(run.compensations)) : null);
     const waits = TERMINAL.has(run.status) ? [] : run.pendingWaitpoints || [];
@@ -218,6 +220,8 @@ export function renderRun(main, runId, ctx) {
       replace(cancelBox, TERMINAL.has(run.status) ? null : cancelPanel(run, refresh));
     }
     renderTimeline(timelineBox, entries, run);
+    const failed = failedAttempts(entries);
+    replace(failuresBox, failed ? section("Failed attempts", failed) : null);
   }
 
   async function follow() {

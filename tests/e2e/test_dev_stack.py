@@ -90,6 +90,8 @@ def test_the_order_saga_sleeps_waits_for_its_event_and_runs_its_child(
     run = answer.json()
     assert run["status"] == "waiting"
     assert pending(run) == ["sleep:0"]
+    # The worker checkpoints each step in the runs table, as the deployed worker function does.
+    assert run["durability"] == "per_step"
     run_id = run["id"]
 
     # Only the local scheduler firing the sleep's alarm moves the run to its event wait.

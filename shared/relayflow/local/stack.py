@@ -23,6 +23,7 @@ from aws_lambda_powertools import Logger
 from botocore import UNSIGNED
 from botocore.config import Config
 
+from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
@@ -308,6 +309,7 @@ class DevStack:
         from relayflow.api.handler import make_lambda_handler
         from relayflow.dispatch.capabilities import capability_signer
         from relayflow.drive.handlers import make_drive_handler, make_sweeper_handler
+        from relayflow.worker.hosts import checkpointing_handler
         from relayflow.worker.hosts import make_lambda_handler as make_worker_handler
 
         auth = StaticTokenAuth([self.token])
@@ -333,12 +335,21 @@ class DevStack:
             lambda: driver, metrics=_SilentMetrics(), settings=lambda: self.settings
         )
         self._sweeper_handler = make_sweeper_handler(lambda: driver, settings=lambda: self.settings)
+        payloads = S3PayloadStore(
+            self.settings.require("payload_bucket"), client_factory=clients.s3
+        )
+        # As deployed, the worker function writes each step's checkpoint to the runs table
+        # itself (the construct gives it RELAYFLOW_CHECKPOINT_TABLE): runs are durable per step.
+        checkpoints = DynamoDBCheckpointLog(
+            self.settings.require("table_name"),
+            client_factory=clients.dynamodb,
+            payload_store=payloads,
+        )
         self._worker_handler = make_worker_handler(
+            handler=checkpointing_handler(checkpoints),
             secret=self.settings.signing_secret,
             mode=self.settings.signing_mode,
-            payload_store=S3PayloadStore(
-                self.settings.require("payload_bucket"), client_factory=clients.s3
-            ),
+            payload_store=payloads,
             payload_cap=self.settings.inline_payload_cap,
         )
 

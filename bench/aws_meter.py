@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.adapters.aws.run_items import item_size
+from relayflow.adapters.aws.attributes import item_size
 
 Item = dict[str, dict[str, Any]]
 

@@ -13,7 +13,7 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.memory import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings

@@ -9,9 +9,9 @@ import json
 from collections import Counter
 from typing import Any
 
+from relayflow.adapters.aws.attributes import write_units
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.run_items import write_units
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.core.record import RunRecord
 from relayflow.protocol import StepAttempt, StepJournalEntry
 

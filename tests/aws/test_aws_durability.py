@@ -10,7 +10,7 @@ import pytest
 
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog, log_sk
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.errors import CheckpointSlotTakenError
 from relayflow.ports import RunQuery

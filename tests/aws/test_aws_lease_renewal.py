@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.engine import Engine
 from relayflow.testing import WorkflowTestEnv
 from tests.aws.moto_driver import SETTINGS, moto_driver

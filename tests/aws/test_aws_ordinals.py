@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from relayflow.adapters.aws import run_items
+from relayflow.adapters.aws import attributes
 from relayflow.protocol import StepAttempt, StepJournalEntry
 from relayflow.testing import WorkflowTestEnv
 from tests.aws.moto_driver import moto_driver
@@ -106,7 +106,7 @@ def test_stored_parts_leave_out_the_fields_at_their_default_and_read_back_equal(
         attempts=[StepAttempt(attempt=1, status="ok", started_at=5, finished_at=6)],
         ordinal=3,
     )
-    stored = json.loads(run_items.encode(entry))
+    stored = json.loads(attributes.encode(entry))
     assert stored == {
         "status": "ok",
         "output": {"n": None},

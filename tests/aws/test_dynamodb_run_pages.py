@@ -23,10 +23,10 @@ from run_store_support import (
     with_steps,
 )
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws.attributes import ITEM_BUDGET, item_size
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.run_items import ITEM_BUDGET, item_size
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.config import Settings
 from relayflow.core.record import Lease, RunRecord
 from relayflow.errors import StaleRunError
@@ -193,13 +193,13 @@ def test_a_save_encodes_only_the_entries_that_changed(
     loaded = store.get("run-1")
     assert loaded is not None
     encoded: list[Any] = []
-    original = run_items.encode
+    original = attributes.encode
 
     def counting(value: Any) -> bytes:
         encoded.append(value)
         return original(value)
 
-    monkeypatch.setattr(run_items, "encode", counting)
+    monkeypatch.setattr(attributes, "encode", counting)
     record = store.save(with_step(loaded, 2_000), expected_version=2)
     record = store.save(
         record.model_copy(update={"lease": Lease(owner="me", expires_at=T0)}),

@@ -26,9 +26,9 @@ from run_store_support import (
     with_steps,
 )
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore, _codec
 from relayflow.adapters.memory.runs import InMemoryRunStore
 from relayflow.config import Settings
 from relayflow.core.record import ChildLink, InboxItem, Lease, RunRecord
@@ -107,8 +107,8 @@ def test_a_run_stored_in_the_earlier_header_layout_reads_back(clients: AwsClient
     body = (
         b"["
         + b",".join(
-            run_items.encode_json([part[0], part[1], json.loads(run_items.encode(obj))]).encode()
-            for part, obj in run_items.iter_parts(record)
+            attributes.encode_json([part[0], part[1], json.loads(attributes.encode(obj))]).encode()
+            for part, obj in _codec.iter_parts(record)
         )
         + b"]"
     )
@@ -119,7 +119,7 @@ def test_a_run_stored_in_the_earlier_header_layout_reads_back(clients: AwsClient
         "n": {"N": "1"},
         "z": {"B": zlib.compress(body)},
     }
-    doc = pydantic_core.to_json(record, by_alias=True, exclude=run_items.HEADER_EXCLUDE)
+    doc = pydantic_core.to_json(record, by_alias=True, exclude=_codec.HEADER_EXCLUDE)
     header = {
         "pk": {"S": "run-1"},
         "sk": {"S": "#run"},

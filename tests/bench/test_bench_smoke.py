@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, write_trace
 from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
 from bench.table import Row, render
-from relayflow.adapters.aws.run_items import item_size
+from relayflow.adapters.aws.attributes import item_size
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.memory import InMemoryRunStore
 from relayflow.config import Settings
 from relayflow.core.record import RunRecord

@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.adapters.memory.clock import SystemClock
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
@@ -119,9 +119,9 @@ class DynamoDBCheckpointLog:
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :lo AND :hi",
             "ExpressionAttributeNames": {"#pk": tables.PK, "#sk": tables.SK},
             "ExpressionAttributeValues": {
-                ":pk": run_items.s(run_id),
-                ":lo": run_items.s(log_sk(after_seq + 1)),
-                ":hi": run_items.s(log_sk(9_999_999_999)),
+                ":pk": attributes.s(run_id),
+                ":lo": attributes.s(log_sk(after_seq + 1)),
+                ":hi": attributes.s(log_sk(9_999_999_999)),
             },
             "ConsistentRead": True,
         }
@@ -145,13 +145,15 @@ class DynamoDBCheckpointLog:
     # ---- items ----------------------------------------------------------------------------
 
     def _item(self, run_id: str, entry: CheckpointEntry) -> dict[str, Any]:
-        body = run_items.encode(entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"}))
+        body = attributes.encode(
+            entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"})
+        )
         item: dict[str, Any] = {
-            tables.PK: run_items.s(run_id),
-            tables.SK: run_items.s(log_sk(entry.seq)),
+            tables.PK: attributes.s(run_id),
+            tables.SK: attributes.s(log_sk(entry.seq)),
             # Tells this write from any other, so a retried request can recognise its own.
-            "w": run_items.s(secrets.token_hex(4)),
-            tables.TTL_ATTRIBUTE: run_items.n(self._clock.now_ms() // 1000 + self._ttl_s),
+            "w": attributes.s(secrets.token_hex(4)),
+            tables.TTL_ATTRIBUTE: attributes.n(self._clock.now_ms() // 1000 + self._ttl_s),
         }
         if len(body) > self._inline_limit:
             if self._payloads is None:
@@ -159,9 +161,9 @@ class DynamoDBCheckpointLog:
                     f"checkpoint {entry.seq} of run {run_id} is {len(body)} bytes, too large "
                     "for a DynamoDB item; configure a payload store"
                 )
-            item["ref"] = run_items.s(self._payloads.put(body))
+            item["ref"] = attributes.s(self._payloads.put(body))
         else:
-            item["e"] = run_items.s(body.decode("utf-8"))
+            item["e"] = attributes.s(body.decode("utf-8"))
         return item
 
     def _entry(self, item: dict[str, Any]) -> CheckpointEntry:

@@ -12,7 +12,7 @@ from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
-from relayflow.adapters.aws.runs import DynamoDBRunStore
+from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
 from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock

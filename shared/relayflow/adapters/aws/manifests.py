@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from relayflow.adapters.aws.attributes import ITEM_BUDGET, n, s
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
-from relayflow.adapters.aws.run_items import ITEM_BUDGET, n, s
 from relayflow.adapters.memory.clock import wall_ms
 from relayflow.errors import StaleRunError, ValidationError
 from relayflow.events import (

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.adapters.aws import run_items, run_pages
+from relayflow.adapters.aws import attributes
+from relayflow.adapters.aws.runstore import _codec, _pages
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 
 
@@ -37,13 +38,13 @@ class StoredField:
 
 
 @dataclass
-class RunState:
+class RunSnapshot:
     """A run as stored at one version (see the module docstring).
 
     Attributes:
         version: The stored version (0 before the insert).
         record: The stored record, private to the store (hand out ``detached`` copies).
-        parts: Every live part in stored order, by group (see ``run_items.sources``).
+        parts: Every live part in stored order, by group (see ``_codec.sources``).
         head: The newest committed page set, or None.
         chain: Sort keys of the committed page items, oldest first.
         stored: Uncompressed bytes of entries on the chain (superseded ones included).
@@ -57,7 +58,7 @@ class RunState:
 
     version: int
     record: RunRecord | None = None
-    parts: dict[str, dict[run_items.PartId, StoredPart]] = field(default_factory=dict)
+    parts: dict[str, dict[_codec.PartId, StoredPart]] = field(default_factory=dict)
     head: str | None = None
     chain: list[str] = field(default_factory=list)
     stored: int = 0
@@ -85,14 +86,14 @@ class Diff:
         live: Page bytes the record's parts take (uncompressed).
     """
 
-    parts: dict[str, dict[run_items.PartId, StoredPart]]
-    written: list[run_pages.Written]
-    removed: list[run_items.PartId]
+    parts: dict[str, dict[_codec.PartId, StoredPart]]
+    written: list[_pages.Written]
+    removed: list[_codec.PartId]
     live: int
 
 
 def diff(
-    record: RunRecord, old: RunState, offload: Callable[[run_items.PartId, bytes], str]
+    record: RunRecord, old: RunSnapshot, offload: Callable[[_codec.PartId, bytes], str]
 ) -> Diff:
     """Compare ``record`` with ``old``; parts too large for a page go through ``offload``.
 
@@ -100,53 +101,53 @@ def diff(
     parts; otherwise only parts whose object is not the stored one are encoded, and an equal
     encoding counts as unchanged.
     """
-    parts: dict[str, dict[run_items.PartId, StoredPart]] = {}
-    written: list[run_pages.Written] = []
-    removed: list[run_items.PartId] = []
+    parts: dict[str, dict[_codec.PartId, StoredPart]] = {}
+    written: list[_pages.Written] = []
+    removed: list[_codec.PartId] = []
     live = old.live
-    stored_sources = dict(run_items.sources(old.record)) if old.record is not None else {}
-    for group, source in run_items.sources(record):
+    stored_sources = dict(_codec.sources(old.record)) if old.record is not None else {}
+    for group, source in _codec.sources(record):
         known = old.parts.get(group, {})
-        if group in stored_sources and run_items.same_objects(source, stored_sources[group]):
+        if group in stored_sources and _codec.same_objects(source, stored_sources[group]):
             if known:
                 parts[group] = known
             continue
-        current: dict[run_items.PartId, StoredPart] = {}
-        added: list[run_items.PartId] = []
+        current: dict[_codec.PartId, StoredPart] = {}
+        added: list[_codec.PartId] = []
         entries = None
-        if group in stored_sources and run_items.extends(source, stored_sources[group]):
-            entries = run_items.tail_parts(group, source, len(stored_sources[group]))
+        if group in stored_sources and _codec.extends(source, stored_sources[group]):
+            entries = _codec.tail_parts(group, source, len(stored_sources[group]))
         if entries is not None:
             # Entries appended after the stored ones: only those are looked at.
             current = dict(known)
             known = {}
         else:
-            entries = run_items.group_parts(group, source)
+            entries = _codec.group_parts(group, source)
         for part, obj in entries:
             stored = known.get(part)
             if stored is not None and stored.obj is obj:
                 current[part] = stored
                 continue
-            data = run_items.encode(obj)
-            hashed = run_items.digest(data)
+            data = attributes.encode(obj)
+            hashed = _codec.digest(data)
             if stored is not None and stored.digest == hashed:
                 current[part] = StoredPart(obj, hashed, stored.size, stored.ref)
                 continue
             if stored is None:
                 added.append(part)
             else:
-                live -= run_pages.entry_cost(part, stored.size)
-            if len(data) > run_items.VALUE_BUDGET:
+                live -= _pages.entry_cost(part, stored.size)
+            if len(data) > _codec.VALUE_BUDGET:
                 ref = offload(part, data)
-                current[part] = StoredPart(obj, hashed, run_pages.ref_size(ref), ref)
+                current[part] = StoredPart(obj, hashed, _pages.ref_size(ref), ref)
                 written.append((part, None, ref))
             else:
                 current[part] = StoredPart(obj, hashed, len(data))
                 written.append((part, data, None))
-            live += run_pages.entry_cost(part, current[part].size)
+            live += _pages.entry_cost(part, current[part].size)
         if known:
             gone = [part for part in known if part not in current]
-            live -= sum(run_pages.entry_cost(part, known[part].size) for part in gone)
+            live -= sum(_pages.entry_cost(part, known[part].size) for part in gone)
             removed.extend(gone)
             # Parts keep the place they were first stored at; new ones follow in record order.
             current = {

@@ -11,9 +11,9 @@ import json
 import secrets
 from typing import Any
 
-from relayflow.adapters.aws import run_items, run_pages, tables
-from relayflow.adapters.aws.run_queries import status_partition, time_key, wake_shard
-from relayflow.adapters.aws.run_state import RunState, StoredField
+from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws.runstore import _codec, _keys, _pages
+from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredField
 from relayflow.core.record import RunRecord
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
@@ -21,11 +21,11 @@ from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.ports import PayloadStore
 
 #: Largest compressed header document kept in the header item.
-HEADER_BUDGET = run_items.ITEM_BUDGET - 10_000
+HEADER_BUDGET = attributes.ITEM_BUDGET - 10_000
 _MISSING = object()
 
 
-def wake_index(record: RunRecord, old: RunState) -> int | None:
+def wake_index(record: RunRecord, old: RunSnapshot) -> int | None:
     """The wake time the header gives the sweeper's index.
 
     A run saved while a driver holds its lease to run an invocation keeps the entry it had:
@@ -54,38 +54,38 @@ class HeaderCodec:
     """Builds and reads header items.
 
     Args:
-        payloads: Holds header fields over ``run_items.FIELD_BUDGET`` (without one they stay
+        payloads: Holds header fields over ``_codec.FIELD_BUDGET`` (without one they stay
             in the item while it fits).
     """
 
     def __init__(self, payloads: PayloadStore | None) -> None:
         self._payloads = payloads
 
-    def document(self, record: RunRecord, old: RunState) -> tuple[bytes, dict[str, StoredField]]:
+    def document(self, record: RunRecord, old: RunSnapshot) -> tuple[bytes, dict[str, StoredField]]:
         """The compressed header document of ``record`` and its fields in the payload store."""
         fields: dict[str, StoredField] = {}
         for key, stored in old.fields.items():
-            if getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING) is stored.obj:
+            if getattr(record, _codec.FIELD_OF_KEY.get(key, key), _MISSING) is stored.obj:
                 fields[key] = stored
-        data = run_items.header_json(record, fields)
-        if len(data) > run_items.FIELD_BUDGET and self._payloads is not None:
+        data = _codec.header_json(record, fields)
+        if len(data) > _codec.FIELD_BUDGET and self._payloads is not None:
             doc: dict[str, Any] = json.loads(data)
             for key, value in list(doc.items()):
-                encoded = run_items.encode(value)
-                if len(encoded) <= run_items.FIELD_BUDGET:
+                encoded = attributes.encode(value)
+                if len(encoded) <= _codec.FIELD_BUDGET:
                     continue
-                hashed = run_items.digest(encoded)
+                hashed = _codec.digest(encoded)
                 prior = old.fields.get(key)
                 ref = (
                     prior.ref
                     if prior is not None and prior.digest == hashed
                     else self._payloads.put(encoded)
                 )
-                obj = getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING)
+                obj = getattr(record, _codec.FIELD_OF_KEY.get(key, key), _MISSING)
                 fields[key] = StoredField(obj, hashed, ref)
                 del doc[key]
-            data = run_items.encode(doc)
-        packed = run_items.pack(data)
+            data = attributes.encode(doc)
+        packed = _codec.pack(data)
         if len(packed) > HEADER_BUDGET:
             raise ValidationError(
                 f"run {record.id} has a header of {len(data)} bytes, too large for a DynamoDB "
@@ -97,39 +97,39 @@ class HeaderCodec:
         self,
         record: RunRecord,
         packed: bytes,
-        state: RunState,
+        state: RunSnapshot,
         expires: int | None,
     ) -> dict[str, Any]:
         """The header item of ``record`` at ``state`` (its head, fields and expiry mark)."""
         item: dict[str, Any] = {
-            tables.PK: run_items.s(record.id),
-            tables.SK: run_items.s(run_items.HEADER_SK),
-            "status": run_items.s(record.status),
-            "version": run_items.n(record.version),
-            tables.TIME_KEY: run_items.s(time_key(record.started_at, record.id)),
-            tables.WORKFLOW_KEY: run_items.s(record.workflow_id),
-            tables.STATUS_KEY: run_items.s(status_partition(record.status)),
-            tables.ENVIRONMENT_KEY: run_items.s(record.environment),
+            tables.PK: attributes.s(record.id),
+            tables.SK: attributes.s(_keys.HEADER_SK),
+            "status": attributes.s(record.status),
+            "version": attributes.n(record.version),
+            tables.TIME_KEY: attributes.s(_keys.time_key(record.started_at, record.id)),
+            tables.WORKFLOW_KEY: attributes.s(record.workflow_id),
+            tables.STATUS_KEY: attributes.s(_keys.status_partition(record.status)),
+            tables.ENVIRONMENT_KEY: attributes.s(record.environment),
             "z": {"B": packed},
             # Tells this write from any other, so a retried request can recognise its own.
-            "w": run_items.s(secrets.token_hex(4)),
+            "w": attributes.s(secrets.token_hex(4)),
         }
         if record.tags:
-            item["tags"] = {"L": [run_items.s(tag) for tag in record.tags]}
+            item["tags"] = {"L": [attributes.s(tag) for tag in record.tags]}
         if state.fields:
-            item["refs"] = {"M": {key: run_items.s(f.ref) for key, f in state.fields.items()}}
+            item["refs"] = {"M": {key: attributes.s(f.ref) for key, f in state.fields.items()}}
         if state.head is not None:
-            item["head"] = run_items.s(state.head)
+            item["head"] = attributes.s(state.head)
         if state.inline:
-            item["i"] = {"B": run_items.pack(run_pages.body(state.inline))}
+            item["i"] = {"B": _codec.pack(_pages.body(state.inline))}
         if state.wake_index is not None:
-            item[tables.WAKE_SHARD_KEY] = run_items.s(wake_shard(record.id))
-            item[tables.WAKE_AT] = run_items.n(due_at(record, state.wake_index))
-            item[tables.WAKE_BUCKET] = run_items.n(
+            item[tables.WAKE_SHARD_KEY] = attributes.s(_keys.wake_shard(record.id))
+            item[tables.WAKE_AT] = attributes.n(due_at(record, state.wake_index))
+            item[tables.WAKE_BUCKET] = attributes.n(
                 state.wake_index - state.wake_index % tables.WAKE_BUCKET_MS
             )
         if expires is not None:
-            item[tables.TTL_ATTRIBUTE] = run_items.n(expires)
+            item[tables.TTL_ATTRIBUTE] = attributes.n(expires)
         if state.expiry_pending:
             item["xp"] = {"BOOL": True}
         return item
@@ -161,7 +161,7 @@ class HeaderCodec:
                 "of relayflow does not read (written before pages); finish it with the "
                 "version that started it"
             )
-        doc: dict[str, Any] = json.loads(run_items.unpack(header["z"]["B"]))
+        doc: dict[str, Any] = json.loads(_codec.unpack(header["z"]["B"]))
         # Older headers hold these in the document too; the attributes are the same values.
         doc.setdefault("id", header[tables.PK]["S"])
         doc.setdefault("workflowId", header[tables.WORKFLOW_KEY]["S"])
@@ -180,26 +180,26 @@ class HeaderCodec:
                 unavailable.append(UnavailableValue(path=f"/{key}", reason=exc.code, ref=ref["S"]))
                 continue
             doc[key] = json.loads(data)
-            fields[key] = (run_items.digest(data), ref["S"])
+            fields[key] = (_codec.digest(data), ref["S"])
         doc["version"] = int(header["version"]["N"])
         return doc, fields
 
     def record(self, header: dict[str, Any]) -> RunRecord:
         """The record of a header item alone (its per-entry collections empty)."""
-        return RunRecord.from_document(run_items.join_document(self.read(header)[0], []))
+        return RunRecord.from_document(_codec.join_document(self.read(header)[0], []))
 
     def bare(self, header: dict[str, Any]) -> RunRecord:
         """The record of a header item without the fields held in the payload store (at
         their defaults), read with no payload store request: enough to sweep the run."""
         doc = self.read(header, values=False)[0]
-        return RunRecord.from_document(run_items.join_document(doc, []))
+        return RunRecord.from_document(_codec.join_document(doc, []))
 
     def listed(self, header: dict[str, Any]) -> tuple[RunRecord, list[UnavailableValue]]:
         """The record of a header item, and the fields the payload store no longer gives
         (left out): a listing answers whatever the payload store lost."""
         unavailable: list[UnavailableValue] = []
         doc = self.read(header, unavailable=unavailable)[0]
-        return RunRecord.from_document(run_items.join_document(doc, [])), unavailable
+        return RunRecord.from_document(_codec.join_document(doc, [])), unavailable
 
     def stored_fields(
         self, record: RunRecord, fields: dict[str, tuple[bytes, str]]
@@ -207,7 +207,7 @@ class HeaderCodec:
         """What the store remembers of the fields :meth:`read` found in the payload store."""
         return {
             key: StoredField(
-                getattr(record, run_items.FIELD_OF_KEY.get(key, key), _MISSING), hashed, ref
+                getattr(record, _codec.FIELD_OF_KEY.get(key, key), _MISSING), hashed, ref
             )
             for key, (hashed, ref) in fields.items()
         }

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws.runstore import _codec, _keys
 
-PAGE_PREFIX = "g#"
 #: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
 PAGE_BUDGET = 256 * 1024
 #: The framing an entry adds to a page besides its value (brackets, quotes, commas).
@@ -29,25 +29,10 @@ ENTRY_FRAMING = 10
 
 #: A part written in a page: its JSON value, or a payload-store reference, or neither when
 #: the part was removed.
-Written = tuple[run_items.PartId, bytes | None, str | None]
+Written = tuple[_codec.PartId, bytes | None, str | None]
 
 
-def commit_id(version: int, token: str) -> str:
-    """The id of the page set written by the save that makes ``version`` (one per attempt)."""
-    return f"{version:012d}.{token}"
-
-
-def commit_version(commit: str) -> int:
-    """The version a commit id was written for."""
-    return int(commit.split(".", 1)[0])
-
-
-def page_sk(commit: str, index: int) -> str:
-    """The sort key of the ``index``-th page of a set."""
-    return f"{PAGE_PREFIX}{commit}#{index:04d}"
-
-
-def entry_cost(part: run_items.PartId, size: int) -> int:
+def entry_cost(part: _codec.PartId, size: int) -> int:
     """Bytes a part of ``size`` bytes of JSON takes in a page (before compression)."""
     return size + len(part[0]) + len(part[1]) + ENTRY_FRAMING
 
@@ -57,11 +42,11 @@ def ref_size(ref: str) -> int:
     return len(ref) + 8
 
 
-def encode_entry(part: run_items.PartId, data: bytes | None, ref: str | None) -> bytes:
+def encode_entry(part: _codec.PartId, data: bytes | None, ref: str | None) -> bytes:
     """One written part as the JSON array a page (or the header's inline entries) holds."""
-    head = run_items.encode_json(list(part))[:-1].encode("utf-8")
+    head = attributes.encode_json(list(part))[:-1].encode("utf-8")
     if ref is not None:
-        return head + b",null," + run_items.encode_json(ref).encode("utf-8") + b"]"
+        return head + b",null," + attributes.encode_json(ref).encode("utf-8") + b"]"
     if data is None:
         return head + b"]"
     return head + b"," + data + b"]"
@@ -104,15 +89,15 @@ def page_items(
     items: list[dict[str, Any]] = []
     for index, body in enumerate(bodies):
         item: dict[str, Any] = {
-            tables.PK: run_items.s(run_id),
-            tables.SK: run_items.s(page_sk(commit, index)),
-            "n": run_items.n(len(bodies)),
-            "z": {"B": run_items.pack(body)},
+            tables.PK: attributes.s(run_id),
+            tables.SK: attributes.s(_keys.page_sk(commit, index)),
+            "n": attributes.n(len(bodies)),
+            "z": {"B": _codec.pack(body)},
         }
         if index == 0 and prev is not None:
-            item["prev"] = run_items.s(prev)
+            item["prev"] = attributes.s(prev)
         if expires is not None:
-            item[tables.TTL_ATTRIBUTE] = run_items.n(expires)
+            item[tables.TTL_ATTRIBUTE] = attributes.n(expires)
         items.append(item)
     return items
 
@@ -128,13 +113,13 @@ class Decoded:
         stored: Bytes of entries on the chain, superseded ones included (uncompressed).
     """
 
-    parts: dict[run_items.PartId, tuple[Any, str | None]]
+    parts: dict[_codec.PartId, tuple[Any, str | None]]
     chain: list[str]
     dead: list[str]
     stored: int
 
 
-def apply(parts: dict[run_items.PartId, tuple[Any, str | None]], data: bytes) -> None:
+def apply(parts: dict[_codec.PartId, tuple[Any, str | None]], data: bytes) -> None:
     """Apply the entries of a page body (or the header's inline entries) to ``parts``, in order."""
     for entry in json.loads(data):
         part = (entry[0], entry[1])
@@ -166,7 +151,7 @@ def decode(
     """
     sets: dict[str, dict[int, Mapping[str, Any]]] = {}
     for sk, item in pages.items():
-        written_by, position = sk[len(PAGE_PREFIX) :].rsplit("#", 1)
+        written_by, position = sk[len(_keys.PAGE_PREFIX) :].rsplit("#", 1)
         sets.setdefault(written_by, {})[int(position)] = item
     newest_first: list[str] = []
     following = head
@@ -177,24 +162,24 @@ def decode(
         newest_first.append(following)
         following = found[0]["prev"]["S"] if "prev" in found[0] else None
     chain_commits = set(newest_first)
-    parts: dict[run_items.PartId, tuple[Any, str | None]] = {}
+    parts: dict[_codec.PartId, tuple[Any, str | None]] = {}
     chain: list[str] = []
     stored = 0
     for commit in reversed(newest_first):
         found = sets[commit]
         for index in range(len(found)):
-            chain.append(page_sk(commit, index))
-            data = run_items.unpack(found[index]["z"]["B"])
+            chain.append(_keys.page_sk(commit, index))
+            data = _codec.unpack(found[index]["z"]["B"])
             stored += len(data)
             apply(parts, data)
     if inline is not None:
-        data = run_items.unpack(inline)
+        data = _codec.unpack(inline)
         stored += len(data)
         apply(parts, data)
     dead = [
-        page_sk(c, i)
+        _keys.page_sk(c, i)
         for c, found in sets.items()
-        if c not in chain_commits and commit_version(c) <= version
+        if c not in chain_commits and _keys.commit_version(c) <= version
         for i in found
     ]
     return Decoded(parts=parts, chain=chain, dead=dead, stored=stored)
@@ -203,5 +188,5 @@ def decode(
 def entries_of(blob: bytes) -> list[bytes]:
     """The encoded entries of a compressed body (the header's inline entries)."""
     return [
-        run_items.encode_json(entry).encode("utf-8") for entry in json.loads(run_items.unpack(blob))
+        attributes.encode_json(entry).encode("utf-8") for entry in json.loads(_codec.unpack(blob))
     ]

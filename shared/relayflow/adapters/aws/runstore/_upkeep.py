@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items, run_pages, tables
+from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.deliveries import PARTITION_PREFIX as DELIVERY_PREFIX
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
+from relayflow.adapters.aws.runstore import _keys
 from relayflow.deliveries import run_scope
 
 if TYPE_CHECKING:
@@ -53,7 +54,11 @@ class RunUpkeep:
         if not sort_keys:
             return
         requests = [
-            {"DeleteRequest": {"Key": {tables.PK: run_items.s(run_id), tables.SK: run_items.s(sk)}}}
+            {
+                "DeleteRequest": {
+                    "Key": {tables.PK: attributes.s(run_id), tables.SK: attributes.s(sk)}
+                }
+            }
             for sk in sort_keys
         ]
         try:
@@ -73,9 +78,9 @@ class RunUpkeep:
         are kept without expiry while it lives, so they are remembered for its whole life.
         """
         try:
-            self._stamp(run_id, run_items.s(run_id), run_pages.PAGE_PREFIX, expires)
+            self._stamp(run_id, attributes.s(run_id), _keys.PAGE_PREFIX, expires)
             if deliveries:
-                partition = run_items.s(DELIVERY_PREFIX + run_scope(run_id))
+                partition = attributes.s(DELIVERY_PREFIX + run_scope(run_id))
                 self._stamp(run_id, partition, None, expires)
         except Exception as exc:
             if not (is_aws_error(exc) or isinstance(exc, AwsServiceError)):
@@ -96,11 +101,11 @@ class RunUpkeep:
         if prefix is not None:
             params["KeyConditionExpression"] += " AND begins_with(#sk, :prefix)"
             params["ExpressionAttributeNames"]["#sk"] = tables.SK
-            params["ExpressionAttributeValues"][":prefix"] = run_items.s(prefix)
+            params["ExpressionAttributeValues"][":prefix"] = attributes.s(prefix)
         while True:
             page = self._db().query(**params)
             stamped = [
-                {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: run_items.n(expires)}}}
+                {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: attributes.n(expires)}}}
                 for item in page.get("Items", [])
             ]
             self._batch(run_id, stamped)
@@ -113,11 +118,11 @@ class RunUpkeep:
         try:
             self._db().update_item(
                 TableName=self.table_name,
-                Key={tables.PK: run_items.s(run_id), tables.SK: run_items.s(run_items.HEADER_SK)},
+                Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
                 UpdateExpression="REMOVE #xp",
                 ConditionExpression="#v = :v",
                 ExpressionAttributeNames={"#xp": "xp", "#v": "version"},
-                ExpressionAttributeValues={":v": run_items.n(version)},
+                ExpressionAttributeValues={":v": attributes.n(version)},
             )
         except Exception as exc:
             if not is_aws_error(exc):

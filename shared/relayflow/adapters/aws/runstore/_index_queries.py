@@ -6,14 +6,14 @@ newest first; a cursor is the listing position ``(startedAt, runId)`` of the las
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import run_items, tables
+from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.errors import reraise
+from relayflow.adapters.aws.runstore import _keys
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
 from relayflow.core.views import UnavailableValue
@@ -25,25 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _TIME_HIGH = "9" * 15 + "$"
-_LIVE = frozenset({"running", "waiting"})
 #: Headers read at a time while a status filter picks the runs of a page.
 _HEADER_BATCH = 100
-
-
-def time_key(started_at: int, run_id: str) -> str:
-    """The listing indexes' sort key: zero-padded start time, then the run id."""
-    return f"{started_at:015d}#{run_id}"
-
-
-def status_partition(status: str) -> str:
-    """The status index partition of a run: ``live`` while running or waiting."""
-    return tables.LIVE_STATUS if status in _LIVE else status
-
-
-def wake_shard(run_id: str) -> str:
-    """The wake-time index partition of a run."""
-    bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % tables.WAKE_SHARDS
-    return f"wake#{bucket}"
 
 
 class RunIndexReader:
@@ -85,7 +68,7 @@ class RunIndexReader:
             high = f"{query.started_before - 1:015d}$"
         after: str | None = None
         if query.cursor is not None:
-            after = time_key(*decode_cursor(query.cursor))
+            after = _keys.time_key(*decode_cursor(query.cursor))
             high = min(high, after)
         if low > high:
             return RunPage(runs=[], next_cursor=None)
@@ -148,9 +131,9 @@ class RunIndexReader:
             "KeyConditionExpression": "#p = :p AND #t BETWEEN :lo AND :hi",
             "ExpressionAttributeNames": {"#p": key_attr, "#t": tables.TIME_KEY},
             "ExpressionAttributeValues": {
-                ":p": run_items.s(partition),
-                ":lo": run_items.s(low),
-                ":hi": run_items.s(high),
+                ":p": attributes.s(partition),
+                ":lo": attributes.s(low),
+                ":hi": attributes.s(high),
             },
             "ScanIndexForward": False,
             "Limit": min(max(limit + 1, 10), 500),
@@ -171,7 +154,7 @@ class RunIndexReader:
         found: dict[str, tuple[RunRecord, list[UnavailableValue]]] = {}
         for start in range(0, len(run_ids), 100):
             keys = [
-                {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}
+                {tables.PK: attributes.s(r), tables.SK: attributes.s(_keys.HEADER_SK)}
                 for r in run_ids[start : start + 100]
             ]
             pending: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
@@ -213,8 +196,8 @@ class RunIndexReader:
             "KeyConditionExpression": "#s = :s AND #b <= :bucket",
             "ExpressionAttributeNames": {"#s": tables.WAKE_SHARD_KEY, "#b": tables.WAKE_BUCKET},
             "ExpressionAttributeValues": {
-                ":s": run_items.s(shard),
-                ":bucket": run_items.n(bucket),
+                ":s": attributes.s(shard),
+                ":bucket": attributes.n(bucket),
             },
             "Limit": min(limit, 100),
         }
@@ -242,7 +225,7 @@ class RunIndexReader:
         times: dict[str, int] = {}
         for start in range(0, len(run_ids), 100):
             keys = [
-                {tables.PK: run_items.s(r), tables.SK: run_items.s(run_items.HEADER_SK)}
+                {tables.PK: attributes.s(r), tables.SK: attributes.s(_keys.HEADER_SK)}
                 for r in dict.fromkeys(run_ids[start : start + 100])
             ]
             pending: dict[str, Any] = {
@@ -300,24 +283,24 @@ def _plan(
         )
         if query.environment is not None:
             names["#env"] = tables.ENVIRONMENT_KEY
-            values[":env"] = run_items.s(query.environment)
+            values[":env"] = attributes.s(query.environment)
             clauses.append("#env = :env")
     elif statuses:
-        partitions = list(dict.fromkeys(status_partition(s) for s in statuses))
+        partitions = list(dict.fromkeys(_keys.status_partition(s) for s in statuses))
         index, key_attr = tables.INDEX_BY_STATUS, tables.STATUS_KEY
-        if set(statuses) >= _LIVE or not _LIVE & set(statuses):
+        if set(statuses) >= _keys.LIVE_STATUSES or not _keys.LIVE_STATUSES & set(statuses):
             # Every partition read holds only runs of the statuses asked for.
             wanted = None
         if query.environment is not None:
             names["#env"] = tables.ENVIRONMENT_KEY
-            values[":env"] = run_items.s(query.environment)
+            values[":env"] = attributes.s(query.environment)
             clauses.append("#env = :env")
     else:
         index, key_attr = tables.INDEX_BY_ENVIRONMENT, tables.ENVIRONMENT_KEY
         partitions = [query.environment] if query.environment is not None else list(ENVIRONMENTS)
     if query.tag is not None:
         names["#tags"] = "tags"
-        values[":tag"] = run_items.s(query.tag)
+        values[":tag"] = attributes.s(query.tag)
         clauses.append("contains(#tags, :tag)")
     filters = (" AND ".join(clauses), names, values) if clauses else None
     return index, key_attr, partitions, filters, wanted

@@ -2,7 +2,7 @@
 
 A record splits into its header document (everything but the growing collections) and parts:
 one per journal entry, metadata key, stream chunk, applied id... A save writes only the parts
-that changed, several to an item (see ``run_pages``), so no item grows with the run and a
+that changed, several to an item (see ``_pages``), so no item grows with the run and a
 checkpoint costs about the bytes it adds.
 """
 
@@ -13,20 +13,14 @@ import itertools
 import json
 import operator
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-import pydantic_core
-from pydantic import BaseModel
-
+from relayflow.adapters.aws import attributes
 from relayflow.core.record import RunRecord
 
-HEADER_SK = "#run"
-#: Largest item relayflow writes (DynamoDB's limit is 400 KB; keys and attributes add a bit).
-ITEM_BUDGET = 350_000
 #: Values whose JSON is larger than this go to the payload store instead of a page.
-VALUE_BUDGET = ITEM_BUDGET - 2_000
+VALUE_BUDGET = attributes.ITEM_BUDGET - 2_000
 #: Header fields whose JSON is larger than this go to the payload store (when there is one):
 #: the header is rewritten by every save, a stored reference costs nothing to rewrite.
 FIELD_BUDGET = 32 * 1024
@@ -77,19 +71,6 @@ ATTRIBUTE_KEYS: tuple[str, ...] = ("id", "workflowId", "status", "environment", 
 FIELD_OF_KEY: dict[str, str] = {
     (info.alias or name): name for name, info in RunRecord.model_fields.items()
 }
-
-
-def encode(value: Any) -> bytes:
-    """Compact JSON of a stored value (models by alias, without the fields at their default,
-    which reading fills in again), as UTF-8."""
-    if isinstance(value, BaseModel):
-        return value.__pydantic_serializer__.to_json(value, by_alias=True, exclude_defaults=True)
-    return pydantic_core.to_json(value, by_alias=True)
-
-
-def encode_json(value: Any) -> str:
-    """Compact JSON text of a plain JSON value."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def digest(data: bytes) -> bytes:
@@ -216,7 +197,7 @@ def group_parts(group: str, source: Any) -> Iterator[tuple[PartId, Any]]:
                 raw = value.get(id_field)
             else:
                 raw = getattr(value, id_field, None)
-            key = raw if isinstance(raw, str) else encode(raw).decode("utf-8")
+            key = raw if isinstance(raw, str) else attributes.encode(raw).decode("utf-8")
             count = seen.get(key, 0)
             seen[key] = count + 1
             yield (group, key if count == 0 else f"{key}#dup{count}"), value
@@ -224,7 +205,7 @@ def group_parts(group: str, source: Any) -> Iterator[tuple[PartId, Any]]:
         for stream_id, chunks in source.items():
             yield (STREAM_HEAD, str(stream_id)), None
             for index, chunk in enumerate(chunks):
-                yield (STREAM_CHUNK, encode_json([stream_id, index])), chunk
+                yield (STREAM_CHUNK, attributes.encode_json([stream_id, index])), chunk
 
 
 def iter_parts(record: RunRecord) -> Iterator[tuple[PartId, Any]]:
@@ -301,48 +282,6 @@ def detached(record: RunRecord) -> RunRecord:
 
 
 # ---- DynamoDB attribute values and item sizes --------------------------------------------------
-
-
-def s(value: str) -> dict[str, Any]:
-    """A string attribute value."""
-    return {"S": value}
-
-
-def n(value: int) -> dict[str, Any]:
-    """A number attribute value."""
-    return {"N": str(value)}
-
-
-def attribute_size(value: Mapping[str, Any]) -> int:
-    """The size DynamoDB bills for one attribute value (AWS's documented rules)."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(str(inner).encode("utf-8"))
-    if kind == "N":
-        digits = Decimal(str(inner)).normalize().as_tuple().digits
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(inner)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(1 + attribute_size(v) for v in inner)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode("utf-8")) + attribute_size(v) for k, v in inner.items())
-    if kind in ("SS", "NS", "BS"):
-        return sum(attribute_size({kind[0]: v}) for v in inner)
-    raise ValueError(f"unknown attribute type {kind}")
-
-
-def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """The size of an item in bytes as DynamoDB counts it (names plus values)."""
-    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
-
-
-def write_units(item: Mapping[str, Mapping[str, Any]], *, transactional: bool) -> int:
-    """Write capacity units of writing ``item``: 1 per KB started, doubled in a transaction."""
-    units = max(1, -(-item_size(item) // 1024))
-    return units * 2 if transactional else units
 
 
 # ---- compression of stored blobs ---------------------------------------------------------------

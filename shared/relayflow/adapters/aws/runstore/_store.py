@@ -1,0 +1,510 @@
+"""The DynamoDB run store: a versioned header item per run plus pages of its journal entries.
+
+A save's changed entries ride in the header itself while it stays within one write unit;
+otherwise they (with those the header held) are written as a page set (plain writes under a
+key no other write uses) before the header that makes them visible. The header write is
+conditional on its version (or on not existing, for inserts). Readers follow the header to
+its pages and ignore any other, so a save whose header write fails leaves the run exactly as
+it was. A save that changes no entry, or whose entries fit in the header, is one conditional
+``PutItem``. Listing uses the workflow/status/environment indexes with opaque cursors; the
+sparse wake-time index serves the sweeper.
+
+The same partition holds the run's checkpoint log (``log#<seq>`` items, written by step hosts
+through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them. The README's
+"Storage layout" lists every item and index.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws.checkpoints import LOG_PREFIX
+from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
+from relayflow.adapters.aws.runstore import _codec, _keys, _pages
+from relayflow.adapters.aws.runstore._header import HeaderCodec, wake_index
+from relayflow.adapters.aws.runstore._index_queries import RunIndexReader
+from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredPart, diff
+from relayflow.adapters.aws.runstore._upkeep import RunUpkeep
+from relayflow.clock import SystemClock
+from relayflow.core.record import TERMINAL_STATUSES, RunRecord
+from relayflow.core.views import UnavailableValue
+from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
+from relayflow.payloads import UNREADABLE_PAYLOADS
+from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from relayflow.config import Settings
+
+_STATES = 64
+_LOAD_ATTEMPTS = 5
+#: Compact a run's pages when superseded entries pass both its live bytes and this.
+_COMPACT_MIN = 256 * 1024
+_MISSING = object()
+#: The header attribute holding its inline entries (see ``_pages``).
+_INLINE = "i"
+#: The header item may carry inline entries while it stays within one write unit.
+_INLINE_BUDGET = 1024
+
+
+class DynamoDBRunStore:
+    """A :class:`~relayflow.ports.RunStore` on one DynamoDB table (see ``tables.RUNS_TABLE``).
+
+    Records returned share their journal entries, input and output with the store's memory
+    of the run: change them by replacing an entry, never by editing one in place (as the
+    core does).
+
+    Args:
+        table_name: The runs table.
+        client_factory: Returns the DynamoDB client (called on first use, then cached).
+        retention_days: Finished runs expire (TTL) this many days after they end.
+        clock: Time for TTLs when a record has no ``completed_at``.
+        payload_store: Holds entries and header fields too large for an item (without one,
+            entries too large for an item are refused).
+        expire_entries: Also stamp the TTL on the page items written before a run finished
+            (once, by the save that ends it); without it, those items outlive their header.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client_factory: Callable[[], DynamoDBClient],
+        retention_days: int = 30,
+        clock: Clock | None = None,
+        payload_store: PayloadStore | None = None,
+        expire_entries: bool = True,
+    ) -> None:
+        self.table_name = table_name
+        self.retention_days = retention_days
+        self._client_factory = client_factory
+        self._client: DynamoDBClient | None = None
+        self._clock: Clock = clock or SystemClock()
+        self._payloads = payload_store
+        self._expire_entries = expire_entries
+        self._states: OrderedDict[str, RunSnapshot] = OrderedDict()
+        self._lock = threading.Lock()
+        self._headers = HeaderCodec(payload_store)
+        self._reader = RunIndexReader(table_name, self._db, self._headers.listed)
+        self._upkeep = RunUpkeep(table_name, self._db)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        client_factory: Callable[[], DynamoDBClient],
+        clock: Clock | None = None,
+        payload_store: PayloadStore | None = None,
+    ) -> DynamoDBRunStore:
+        """A store on ``RELAYFLOW_TABLE_NAME`` with the configured retention."""
+        return cls(
+            settings.require("table_name"),
+            client_factory=client_factory,
+            retention_days=settings.retention_days,
+            clock=clock,
+            payload_store=payload_store,
+        )
+
+    def _db(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunRecord | None:
+        """The full record (header and every entry), or None.
+
+        When this store wrote or read the stored version last, only the header's version is
+        read: a version never changes, so the remembered record is that version.
+        """
+        with self._lock:
+            state = self._states.get(run_id)
+        if state is not None and state.record is not None:
+            answer = self._call(
+                "reading run " + run_id,
+                self._db().get_item,
+                TableName=self.table_name,
+                Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
+                ProjectionExpression="version",
+                ConsistentRead=True,
+            )
+            stored = answer.get("Item", {}).get("version", {}).get("N")
+            if stored is not None and int(stored) == state.version:
+                return _codec.detached(state.record)
+        state = self._fresh(run_id)
+        return None if state is None or state.record is None else _codec.detached(state.record)
+
+    def get_header(self, run_id: str) -> RunRecord | None:
+        """The header item alone (one ``GetItem`` of under 4 KB, no page read, no payload
+        read): the record's per-entry collections are empty and its fields held in the payload
+        store at their defaults. The sweeper uses it to pass over runs in flight."""
+        answer = self._call(
+            "reading run " + run_id,
+            self._db().get_item,
+            TableName=self.table_name,
+            Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
+            ConsistentRead=True,
+        )
+        item = answer.get("Item")
+        return None if item is None else self._headers.bare(item)
+
+    def get_lenient(self, run_id: str) -> tuple[RunRecord, list[UnavailableValue]] | None:
+        """The record with the values its payload store no longer gives left out, and which
+        ones those are; None when there is no such run.
+
+        For views only: the record is neither remembered nor ever saved (a save would drop
+        the values left out).
+        """
+        unavailable: list[UnavailableValue] = []
+        state = self._load(run_id, unavailable)
+        if state is None or state.record is None:
+            return None
+        return state.record, unavailable
+
+    def _fresh(self, run_id: str) -> RunSnapshot | None:
+        """Read the stored run (and finish its expiry if the save that ended it could not)."""
+        state = self._load(run_id)
+        if state is None:
+            self._forget(run_id)
+            return None
+        self._keep(run_id, state)
+        if state.expiry_pending and state.terminal and state.record is not None:
+            expires = self._expiry(state.record)
+            if expires is not None and self._upkeep.stamp(run_id, expires):
+                self._upkeep.clear_expiry_mark(run_id, state.version)
+                state.expiry_pending = False
+        return state
+
+    def _load(
+        self, run_id: str, unavailable: list[UnavailableValue] | None = None
+    ) -> RunSnapshot | None:
+        for _ in range(_LOAD_ATTEMPTS):
+            header, pages = self._read_partition(run_id)
+            if header is None:
+                return None
+            version = int(header["version"]["N"])
+            head = header["head"]["S"] if "head" in header else None
+            inline = header[_INLINE]["B"] if _INLINE in header else None
+            try:
+                decoded = _pages.decode(version, head, pages, inline)
+            except _pages.IncompleteChainError:
+                continue  # a compaction removed pages while we read: read again
+            return self._state_of(header, decoded, unavailable)
+        raise AwsServiceError(
+            f"run {run_id} kept changing while it was read", aws_code="RunChanging", transient=True
+        )
+
+    def _read_partition(
+        self, run_id: str
+    ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+        header: dict[str, Any] | None = None
+        pages: dict[str, dict[str, Any]] = {}
+        # The header (``#run``) and the pages (``g#``) sort before the checkpoint log
+        # (``log#``), whose entries stay in the partition until they expire: a read of the run
+        # stops short of them, or it would pay for every checkpoint of the last seven days.
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND #sk < :log",
+            "ExpressionAttributeNames": {"#pk": tables.PK, "#sk": tables.SK},
+            "ExpressionAttributeValues": {
+                ":pk": attributes.s(run_id),
+                ":log": attributes.s(LOG_PREFIX),
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._call("reading run " + run_id, self._db().query, **params)
+            for item in page.get("Items", []):
+                sk = item[tables.SK]["S"]
+                if sk == _keys.HEADER_SK:
+                    header = item
+                elif sk.startswith(_keys.PAGE_PREFIX):
+                    pages[sk] = item
+            if "LastEvaluatedKey" not in page:
+                return header, pages
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _state_of(
+        self,
+        header: dict[str, Any],
+        decoded: _pages.Decoded,
+        unavailable: list[UnavailableValue] | None = None,
+    ) -> RunSnapshot:
+        doc, fields = self._headers.read(header, unavailable=unavailable)
+        values: list[tuple[_codec.PartId, Any]] = []
+        for part, (value, ref) in decoded.parts.items():
+            if ref is not None:
+                try:
+                    value = json.loads(self._payload_store().get(ref))
+                except UNREADABLE_PAYLOADS as exc:
+                    if unavailable is None:
+                        raise
+                    path = _codec.part_path(part)
+                    unavailable.append(UnavailableValue(path=path, reason=exc.code, ref=ref))
+                    continue
+            values.append((part, value))
+        record = RunRecord.from_document(_codec.join_document(doc, values))
+        objects = dict(_codec.iter_parts(record))
+        parts: dict[str, dict[_codec.PartId, StoredPart]] = {}
+        live = 0
+        for part, (_, ref) in decoded.parts.items():
+            obj = objects.get(part, _MISSING)
+            if obj is _MISSING:
+                continue
+            data = attributes.encode(obj)
+            size = len(data) if ref is None else _pages.ref_size(ref)
+            parts.setdefault(_codec.group_of(part[0]), {})[part] = StoredPart(
+                obj, _codec.digest(data), size, ref
+            )
+            live += _pages.entry_cost(part, size)
+        stored_fields = self._headers.stored_fields(record, fields)
+        return RunSnapshot(
+            version=record.version,
+            record=record,
+            parts=parts,
+            head=header["head"]["S"] if "head" in header else None,
+            chain=decoded.chain,
+            stored=decoded.stored,
+            live=live,
+            dead=decoded.dead,
+            fields=stored_fields,
+            expiry_pending="xp" in header,
+            wake_index=int(header[tables.WAKE_BUCKET]["N"])
+            if tables.WAKE_BUCKET in header
+            else None,
+            inline=_pages.entries_of(header[_INLINE]["B"]) if _INLINE in header else [],
+        )
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def try_insert(self, record: RunRecord) -> RunRecord:
+        """Insert ``record`` at version 1.
+
+        Raises:
+            RunAlreadyExistsError: A run with this id exists; ``existing`` is that run.
+        """
+        stored = record.model_copy(update={"version": 1})
+        for _ in range(3):
+            try:
+                state = self._write(stored, RunSnapshot(version=0), insert=True)
+            except _ConditionFailed as failed:
+                existing = self._existing_from(record.id, failed.item)
+                if existing is None:
+                    continue  # deleted between our write and our read: try again
+                raise RunAlreadyExistsError(existing=existing) from None
+            self._keep(record.id, state)
+            return stored
+        raise StaleRunError(f"run {record.id} kept changing while it was being inserted")
+
+    def _existing_from(self, run_id: str, old: dict[str, Any] | None) -> RunRecord | None:
+        if old is not None and "z" in old and "head" not in old and _INLINE not in old:
+            return self._headers.record(old)
+        return self.get(run_id)
+
+    def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        """Store ``record`` as version ``expected_version + 1`` if the stored one matches.
+
+        Raises:
+            StaleRunError: The stored run is at another version.
+        """
+        with self._lock:
+            state = self._states.get(record.id)
+        if state is None or state.version != expected_version:
+            state = self._fresh(record.id)
+            if state is None or state.version != expected_version:
+                stored = None if state is None else state.version
+                raise StaleRunError(
+                    f"run {record.id} is at version {stored}, not {expected_version}"
+                )
+        saved = record.model_copy(update={"version": expected_version + 1})
+        try:
+            new_state = self._write(saved, state, insert=False)
+        except _ConditionFailed as exc:
+            self._forget(record.id)
+            found = exc.version
+            raise StaleRunError(
+                f"run {record.id} is at version {found if found is not None else 'unknown'}, "
+                f"not {expected_version}"
+            ) from None
+        self._keep(record.id, new_state)
+        return saved
+
+    def _write(self, record: RunRecord, old: RunSnapshot, *, insert: bool) -> RunSnapshot:
+        """Write what changed (inline in the header, or as pages first), then the conditional
+        header; returns the state."""
+        run_id = record.id
+        expires = self._expiry(record)
+        change = diff(record, old, lambda part, data: self._offload(run_id, part, data))
+        packed, fields = self._headers.document(record, old)
+        # The save that ends the run stamps the expiry on the pages written before it and on
+        # its delivery ids (and a later save retries if that failed); pages written from then
+        # on carry it already.
+        stamp = (
+            self._expire_entries
+            and expires is not None
+            and not insert
+            and (
+                old.expiry_pending
+                or (not old.terminal and (old.head is not None or old.dead or _delivered(record)))
+            )
+        )
+        new = RunSnapshot(
+            version=record.version,
+            record=_codec.detached(record),
+            parts=change.parts,
+            head=old.head,
+            chain=old.chain,
+            stored=old.stored,
+            live=change.live,
+            dead=old.dead,
+            fields=fields,
+            expiry_pending=bool(stamp),
+            wake_index=wake_index(record, old),
+        )
+        written = [*change.written, *((part, None, None) for part in change.removed)]
+        encoded = [_pages.encode_entry(part, data, ref) for part, data, ref in written]
+        pending = [*old.inline, *encoded]
+        new.stored += sum(len(entry) + 1 for entry in encoded)
+        superseded: list[str] = []
+        page_keys: list[str] = []
+        prev: str | None = old.head
+        header: dict[str, Any] | None = None
+        if encoded and old.head is not None and new.stored - new.live > max(new.live, _COMPACT_MIN):
+            # Rewrite the live entries as one chain of their own; the old one goes.
+            pending = [
+                _pages.encode_entry(
+                    part, None if p.ref is not None else attributes.encode(p.obj), p.ref
+                )
+                for group in new.parts.values()
+                for part, p in group.items()
+            ]
+            prev, superseded = None, old.chain
+            new.chain, new.stored = [], sum(len(entry) + 1 for entry in pending)
+        else:
+            new.inline = pending
+            header = self._headers.item(record, packed, new, expires)
+            if pending and attributes.item_size(header) > _INLINE_BUDGET:
+                header = None
+        if header is None:
+            # The entries outgrow the header: they move to a page set of their own.
+            new.inline = []
+            bodies = _pages.pack_encoded(pending)
+            commit = _keys.commit_id(record.version, secrets.token_hex(4))
+            items = _pages.page_items(run_id, commit, prev, bodies, expires)
+            page_keys = [item[tables.SK]["S"] for item in items]
+            self._upkeep.put_pages(run_id, items)
+            new.head = commit
+            new.chain = [*new.chain, *page_keys]
+            header = self._headers.item(record, packed, new, expires)
+        try:
+            self._put_header(run_id, header, insert, old.version)
+        except _ConditionFailed as failed:
+            if failed.item != header:
+                self._upkeep.delete(run_id, page_keys)
+                raise
+            # Else an earlier attempt of this very request was applied: the write is done.
+        garbage_keys = [*superseded, *old.dead]
+        if garbage_keys:
+            self._upkeep.delete(run_id, garbage_keys)
+            new.dead = []
+        if (
+            stamp
+            and expires is not None
+            and self._upkeep.stamp(run_id, expires, deliveries=_delivered(record))
+        ):
+            new.expiry_pending = False
+        return new
+
+    def _put_header(self, run_id: str, header: dict[str, Any], insert: bool, old: int) -> None:
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": header,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if insert:
+            params["ConditionExpression"] = "attribute_not_exists(#pk)"
+            params["ExpressionAttributeNames"] = {"#pk": tables.PK}
+        else:
+            params["ConditionExpression"] = "#v = :v"
+            params["ExpressionAttributeNames"] = {"#v": "version"}
+            params["ExpressionAttributeValues"] = {":v": attributes.n(old)}
+        try:
+            self._db().put_item(**params)
+        except Exception as exc:
+            if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
+                raise _ConditionFailed(getattr(exc, "response", {}).get("Item")) from None
+            reraise(exc, f"writing run {run_id}")
+
+    def _expiry(self, record: RunRecord) -> int | None:
+        if record.status not in TERMINAL_STATUSES:
+            return None
+        ended = record.completed_at if record.completed_at is not None else self._clock.now_ms()
+        return ended // 1000 + self.retention_days * 86_400
+
+    def _offload(self, run_id: str, part: _codec.PartId, data: bytes) -> str:
+        if self._payloads is None:
+            raise ValidationError(
+                f"entry {part[0]}:{part[1]} of run {run_id} is {len(data)} bytes, "
+                "too large for a DynamoDB item; configure a payload store"
+            )
+        return self._payloads.put(data)
+
+    def _payload_store(self) -> PayloadStore:
+        if self._payloads is None:
+            raise ValidationError("this run has entries in the payload store; configure one")
+        return self._payloads
+
+    # ---- remembered states ----------------------------------------------------------------
+
+    def _keep(self, run_id: str, state: RunSnapshot) -> None:
+        with self._lock:
+            self._states[run_id] = state
+            self._states.move_to_end(run_id)
+            while len(self._states) > _STATES:
+                self._states.popitem(last=False)
+
+    def _forget(self, run_id: str) -> None:
+        with self._lock:
+            self._states.pop(run_id, None)
+
+    # ---- listing --------------------------------------------------------------------------
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        """Runs matching ``query``, newest first; the records carry their header fields only.
+
+        The journal, streams and other per-entry collections are empty in listed records
+        (``get`` returns them); ``next_cursor`` resumes after the last run of the page.
+        """
+        return self._reader.list_runs(query)
+
+    def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Ids of runs whose wake time is at or before ``before_ms``, earliest first."""
+        return self._reader.due_runs(before_ms, limit)
+
+    def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:
+        try:
+            return fn(**params)
+        except Exception as exc:
+            reraise(exc, action)
+
+
+class _ConditionFailed(Exception):
+    def __init__(self, item: dict[str, Any] | None) -> None:
+        super().__init__("condition failed")
+        self.item = item
+        self.version = int(item["version"]["N"]) if item and "version" in item else None
+
+
+def _delivered(record: RunRecord) -> bool:
+    """Whether the run may have delivery ids in the log: every delivery it took stays in
+    its inbox or among its consumed ids (never emptied once a delivery was taken)."""
+    return bool(record.seen_injection_ids or record.inbox)

@@ -22,12 +22,13 @@ from typing import Any
 from bench.dev_stack import DevStack
 from bench.table import Row, verdict
 from bench.time_workflows import collect, long_step
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, SystemClock
+from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore
 from relayflow.adapters.memory.manifests import InMemoryManifestStore
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.api.app import create_app
 from relayflow.api.auth import AllowAllAuth
 from relayflow.api.metrics import RecordingMetrics
+from relayflow.clock import SystemClock
 from relayflow.core.record import Lease, RunRecord
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import WorkflowDriver

@@ -258,7 +258,7 @@ def measure_costs() -> list[SleepCost]:
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
     from relayflow.adapters.aws.driver import build_aws_driver
-    from relayflow.adapters.memory import VirtualClock
+    from relayflow.clock import VirtualClock
     from relayflow.testing.aws import mock_aws
 
     _register()

@@ -29,7 +29,8 @@ from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
-from relayflow.adapters.memory import InMemoryAlarmClock, VirtualClock
+from relayflow.adapters.memory import InMemoryAlarmClock
+from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.views import RunDetail
 from relayflow.dispatch.inline import InlineDispatcher

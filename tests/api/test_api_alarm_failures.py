@@ -11,7 +11,7 @@ from aws_http import serve_api
 from botocore.exceptions import ClientError
 
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.memory.clock import VirtualClock, wall_ms
+from relayflow.clock import VirtualClock, wall_ms
 
 
 @pytest.fixture(scope="module")

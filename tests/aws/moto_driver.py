@@ -14,7 +14,7 @@ from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.runstore import DynamoDBRunStore
-from relayflow.adapters.memory import VirtualClock
+from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
 from relayflow.deliveries import DAY_MS

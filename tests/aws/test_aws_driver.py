@@ -15,7 +15,7 @@ from relayflow.adapters.aws.alarms import schedule_name
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver, build_dispatchers
 from relayflow.adapters.aws.payloads import S3PayloadStore
-from relayflow.adapters.memory.clock import VirtualClock
+from relayflow.clock import VirtualClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.dispatch.http_dispatcher import HttpDispatcher
 from relayflow.dispatch.inline import InlineDispatcher

@@ -14,7 +14,8 @@ from relayflow.adapters.aws.sqs_alarms import (
     SqsDelayAlarmClock,
     delay_seconds,
 )
-from relayflow.adapters.memory import InMemoryAlarmClock, VirtualClock
+from relayflow.adapters.memory import InMemoryAlarmClock
+from relayflow.clock import VirtualClock
 from relayflow.errors import ValidationError
 
 NOW = 1_700_000_000_000

@@ -24,8 +24,8 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.errors import AwsServiceError
 from relayflow.adapters.aws.payloads import S3PayloadStore
-from relayflow.adapters.memory import VirtualClock
 from relayflow.api.metrics import RecordingMetrics
+from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import RunDetail

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
-from relayflow.adapters.memory import VirtualClock
+from relayflow.clock import VirtualClock
 from relayflow.core.settings import CoreSettings
 
 

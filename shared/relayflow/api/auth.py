@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from relayflow.adapters.memory.clock import SystemClock
 from relayflow.api.errors import UnauthorizedError
+from relayflow.clock import SystemClock
 from relayflow.errors import ValidationError
 
 RUNS_READ = "runs:read"

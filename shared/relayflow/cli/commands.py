@@ -12,7 +12,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from relayflow.adapters.memory.clock import utc_now
 from relayflow.cli.client import ApiClient
 from relayflow.cli.render import (
     TERMINAL_STATUSES,
@@ -24,6 +23,7 @@ from relayflow.cli.render import (
 )
 from relayflow.cli.values import UsageError, parse_json_arg
 from relayflow.cli.watch import follow_run
+from relayflow.clock import utc_now
 
 EXIT_OK = 0
 EXIT_REFUSED = 1

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from relayflow.adapters.memory.clock import wall_s
+from relayflow.clock import wall_s
 from relayflow.dispatch.signing import SignatureError
 from relayflow.errors import RelayflowError
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import requests
 from urllib3.exceptions import NewConnectionError
 
-from relayflow.adapters.memory.clock import wall_s
+from relayflow.clock import wall_s
 from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.dispatch.signing import RequestSigner, SigningMode
 from relayflow.errors import DispatchError, ValidationError

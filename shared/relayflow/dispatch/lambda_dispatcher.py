@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.memory.clock import wall_s
+from relayflow.clock import wall_s
 from relayflow.dispatch.http_dispatcher import (
     TransportRetry,
     describe_answer,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from relayflow.adapters.memory.clock import wall_s
+from relayflow.clock import wall_s
 from relayflow.errors import RelayflowError, ValidationError
 
 RELAYFLOW_SIGNATURE_HEADER = "x-relayflow-signature"

@@ -8,7 +8,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from relayflow.adapters.memory.clock import wall_ms
+from relayflow.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.events.canonical import short_hash
 from relayflow.events.errors import ManifestValidationError

@@ -26,7 +26,7 @@ from relayflow.local.http_server import JsonErrorServer, json_error_body
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-from relayflow.adapters.memory.clock import utc_now
+from relayflow.clock import utc_now
 
 LambdaHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 

@@ -24,7 +24,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import Error
 
-from relayflow.adapters.memory.clock import wall_s
+from relayflow.clock import wall_s
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -28,8 +28,8 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.tables import create_resources
-from relayflow.adapters.memory.clock import wall_ms
 from relayflow.cli.app_loader import build_app_manifest, load_app
+from relayflow.clock import wall_ms
 from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError

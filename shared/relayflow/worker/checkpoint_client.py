@@ -17,7 +17,7 @@ from typing import Any
 
 import requests
 
-from relayflow.adapters.memory.clock import wall_ms
+from relayflow.clock import wall_ms
 from relayflow.dispatch.capabilities import CAPABILITY_HEADER
 from relayflow.dispatch.http_dispatcher import TransportRetry, is_transient_status, retry_after_s
 from relayflow.errors import CheckpointSlotTakenError, CheckpointUnavailableError

@@ -15,7 +15,7 @@ from typing import Any
 import pydantic
 import requests
 
-from relayflow.adapters.memory.clock import wall_ms
+from relayflow.clock import wall_ms
 from relayflow.errors import (
     CheckpointFencedSignal,
     CheckpointUnavailableError,

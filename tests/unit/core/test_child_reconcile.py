@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from core_builders import T0, fresh_run, respond, waiting, wp
 
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
+from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore
+from relayflow.clock import VirtualClock
 from relayflow.core.effects import ArmAlarm, ChildOutcome, Dispatch, StartChild
 from relayflow.core.inbox import Injection
 from relayflow.core.interventions import cancel, child_ended, on_alarm

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, VirtualClock
+from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore
+from relayflow.clock import VirtualClock
 from relayflow.core.inbox import Injection
 from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings

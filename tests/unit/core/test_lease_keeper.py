@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore, SystemClock
+from relayflow.adapters.memory import InMemoryAlarmClock, InMemoryRunStore
+from relayflow.clock import SystemClock
 from relayflow.core.settings import CoreSettings
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine import Engine

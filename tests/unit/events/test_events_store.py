@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from relayflow.adapters.memory.clock import VirtualClock
 from relayflow.adapters.memory.manifests import InMemoryManifestStore
+from relayflow.clock import VirtualClock
 from relayflow.errors import ValidationError
 from relayflow.events import (
     ManifestValidationError,

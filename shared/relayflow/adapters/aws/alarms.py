@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws.errors import AwsServiceError, is_aws_error, translate
 from relayflow.adapters.aws.scheduler_group import NAME_LIMIT, SchedulerGroup, check_name
-from relayflow.adapters.memory.clock import wall_ms
+from relayflow.clock import wall_ms
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
-from relayflow.adapters.memory.clock import SystemClock
+from relayflow.clock import SystemClock
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
 from relayflow.protocol import CheckpointEntry

@@ -16,7 +16,7 @@ from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
 from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock
-from relayflow.adapters.memory.clock import SystemClock
+from relayflow.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
 from relayflow.deliveries import DAY_MS, Deliveries

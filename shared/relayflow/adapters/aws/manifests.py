@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws.attributes import ITEM_BUDGET, n, s
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise
-from relayflow.adapters.memory.clock import wall_ms
+from relayflow.clock import wall_ms
 from relayflow.errors import StaleRunError, ValidationError
 from relayflow.events import (
     DEFAULT_KEEP,

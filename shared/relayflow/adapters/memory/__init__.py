@@ -2,9 +2,9 @@
 
 from relayflow.adapters.memory.alarms import InMemoryAlarmClock
 from relayflow.adapters.memory.checkpoints import InMemoryCheckpointLog
-from relayflow.adapters.memory.clock import SystemClock, VirtualClock
 from relayflow.adapters.memory.payloads import InMemoryPayloadStore
 from relayflow.adapters.memory.runs import InMemoryRunStore
+from relayflow.clock import SystemClock, VirtualClock
 
 __all__ = [
     "InMemoryAlarmClock",

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.adapters.memory.clock import SystemClock
+from relayflow.clock import SystemClock
 from relayflow.events import (
     DEFAULT_KEEP,
     ManifestVersion,

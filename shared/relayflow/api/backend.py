@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from relayflow.admin import WorkflowAdmin
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
-from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
+from relayflow.drivers import Delivery, WorkflowDriver
 from relayflow.errors import RelayflowError, RunNotFoundError
 from relayflow.events.errors import InvalidEventError
 from relayflow.events.ingest import validate_ingest_body

@@ -13,11 +13,12 @@ from relayflow.adapters.memory import (
     VirtualClock,
 )
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
+from relayflow.admin import WorkflowAdmin
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
 from relayflow.core.waits import reconcile_time
 from relayflow.dispatch.inline import InlineDispatcher
-from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
+from relayflow.drivers import Delivery, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import (

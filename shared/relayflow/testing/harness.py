@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from relayflow.admin import WorkflowAdmin
 from relayflow.core.views import RunDetail
-from relayflow.drivers import Delivery, WorkflowAdmin, WorkflowDriver
+from relayflow.drivers import Delivery, WorkflowDriver
 
 
 class DriverHarness(Protocol):

@@ -175,14 +175,14 @@ class FailingAlarms:
 
 def test_every_effect_is_attempted_when_an_earlier_one_fails() -> None:
     from relayflow.core.effects import ArmAlarm, DisarmAlarm
-    from relayflow.engine import _Work
+    from relayflow.engine._base import Work
 
     world = World(sleeps(1))
     alarms = FailingAlarms()
     world.engine.alarms = alarms  # type: ignore[assignment]
     effects = [ArmAlarm("a", 5), DisarmAlarm("b", 6), ArmAlarm("c", 7)]
     try:
-        world.engine._apply_effects(effects, _Work())
+        world.engine._apply_effects(effects, Work())
     except ValidationError as exc:
         assert "scheduler refused" in exc.message
     else:

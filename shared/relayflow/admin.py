@@ -1,0 +1,216 @@
+"""The admin interface (reference §6): lists, inspects, cancels and follows runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from relayflow.core.record import RunRecord
+from relayflow.core.views import (
+    TIMELINE_DEFAULT_LIMIT,
+    JournalEvent,
+    RunDetail,
+    RunListPage,
+    TimelineEntry,
+    TimelinePage,
+    UnavailableValue,
+    cap_value,
+    detail,
+    journal_events,
+    summary,
+    timeline,
+    timeline_page,
+)
+from relayflow.engine import Engine
+from relayflow.errors import RunNotFoundError
+from relayflow.payloads import resolve
+from relayflow.ports import PayloadStore, RunQuery, RunWatcher
+from relayflow.run_views import read_for_view, resolve_detail
+from relayflow.workflow_refs import WorkflowRef, workflow_id_of
+
+
+class WorkflowAdmin:
+    """Lists, inspects, cancels and follows runs.
+
+    Args:
+        engine: The engine (its run store is read; cancel goes through it).
+        payloads: Where step hosts put values over the inline cap; run inputs and outputs
+            that point there are resolved in run details.
+        poll_interval_s: How often ``stream_run`` re-reads a store that cannot notify.
+        sleep: Waits between polls (injectable).
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        payloads: PayloadStore | None = None,
+        poll_interval_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.engine = engine
+        self._payloads = payloads
+        self._poll = poll_interval_s
+        self._sleep = sleep
+
+    def _resolve(self, value: Any) -> Any:
+        return resolve(value, self._payloads) if self._payloads is not None else value
+
+    def _entries(self, record: RunRecord, values: bool) -> list[TimelineEntry] | None:
+        if not values:
+            return None
+        return [cap_value(e, resolve=self._resolve) for e in timeline(record, values=True)]
+
+    def describe(
+        self,
+        record: RunRecord,
+        *,
+        values: bool = False,
+        unavailable: Sequence[UnavailableValue] = (),
+    ) -> RunDetail:
+        """The detail of ``record``, with inputs and outputs held in the payload store resolved.
+
+        With ``values`` every timeline entry carries its checkpointed value (resolved from the
+        payload store, capped per entry at ``TIMELINE_VALUE_CAP_BYTES``). A value the payload
+        store cannot give is left out and listed in ``values_unavailable`` (with those in
+        ``unavailable``, left out of ``record`` already).
+        """
+        view = detail(record, self._entries(record, values))
+        return resolve_detail(view, self._payloads, list(unavailable))
+
+    def list_runs(
+        self,
+        *,
+        environment: str | None = None,
+        workflow: WorkflowRef | None = None,
+        status: str | Sequence[str] | None = None,
+        tag: str | None = None,
+        started_after: int | None = None,
+        started_before: int | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunListPage:
+        """Runs newest first, filtered; pass ``next_cursor`` back to get the next page."""
+        statuses: tuple[str, ...] = ()
+        if isinstance(status, str):
+            statuses = (status,)
+        elif status is not None:
+            statuses = tuple(status)
+        query = RunQuery(
+            environment=environment,
+            workflow_id=workflow_id_of(workflow) if workflow is not None else None,
+            statuses=statuses,
+            tag=tag,
+            started_after=started_after,
+            started_before=started_before,
+            limit=limit,
+            cursor=cursor,
+        )
+        page = self.engine.runs.list_runs(query)
+        runs = [summary(r, page.unavailable.get(r.id, ())) for r in page.runs]
+        return RunListPage(runs=runs, next_cursor=page.next_cursor)
+
+    def get_run(self, run_id: str, *, values: bool = False) -> RunDetail | None:
+        """The run's detail with its timeline, or None.
+
+        Args:
+            run_id: The run.
+            values: Give every timeline entry its checkpointed value (step and group results,
+                wait payloads, batch results, error data), resolved from the payload store
+                and capped per entry (``TIMELINE_VALUE_CAP_BYTES``; larger ones are left out
+                with ``value_truncated``).
+        """
+        record, unavailable = read_for_view(self.engine.runs, run_id)
+        if record is None:
+            return None
+        return self.describe(record, values=values, unavailable=unavailable)
+
+    def timeline(
+        self,
+        run_id: str,
+        *,
+        values: bool = False,
+        cursor: str | None = None,
+        limit: int = TIMELINE_DEFAULT_LIMIT,
+    ) -> TimelinePage:
+        """One page of the run's timeline; pass ``next_cursor`` back for the next page.
+
+        A page holds at most ``limit`` entries (1 to ``TIMELINE_MAX_LIMIT``) and, with
+        ``values``, at most ``TIMELINE_PAGE_VALUE_BUDGET_BYTES`` of values.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValidationError: A bad cursor or limit.
+        """
+        record, unavailable = read_for_view(self.engine.runs, run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        page = timeline_page(
+            record, values=values, cursor=cursor, limit=limit, resolve=self._resolve
+        )
+        return page.model_copy(update={"values_unavailable": unavailable}) if unavailable else page
+
+    def cancel_run(
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+    ) -> RunDetail:
+        """Cancel a run and its children; ``compensate`` runs compensations first (LIFO).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It already ended (code ``already_terminal``).
+        """
+        return self.describe(self.engine.cancel(run_id, reason=reason, compensate=compensate))
+
+    def stream_run(
+        self,
+        run_id: str,
+        *,
+        follow: bool = True,
+        timeout_s: float | None = None,
+        values: bool = False,
+    ) -> Iterator[JournalEvent]:
+        """Yield the run's journal events as they happen, ending when the run ends.
+
+        Step and wait events carry the operation's ``name`` (and a token's ``tokenId``) in
+        their ``data``.
+
+        Args:
+            run_id: The run.
+            follow: Keep waiting for new events until the run ends (False: only what exists).
+            timeout_s: Stop following after this many seconds.
+            values: Also put each step's or wait's checkpointed value in ``data`` (capped
+                as in :meth:`get_run`).
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        runs = self.engine.runs
+        record = runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return self._stream(record, follow, timeout_s, values)
+
+    def _stream(
+        self, record: RunRecord, follow: bool, timeout_s: float | None, values: bool
+    ) -> Iterator[JournalEvent]:
+        runs = self.engine.runs
+        seen: set[tuple[str, str | None, int | None, str]] = set()
+        waited = 0.0
+        current: RunRecord | None = record
+        while current is not None:
+            for event in journal_events(current, self._entries(current, values)):
+                if event.key() not in seen:
+                    seen.add(event.key())
+                    yield event
+            if current.is_terminal or not follow:
+                return
+            if timeout_s is not None and waited >= timeout_s:
+                return
+            slice_s = self._poll if timeout_s is None else min(self._poll, timeout_s - waited)
+            if isinstance(runs, RunWatcher):
+                runs.wait_for_change(current.id, current.version, slice_s)
+            else:
+                self._sleep(slice_s)
+            waited += slice_s
+            current = runs.get(current.id)

@@ -1,0 +1,17 @@
+"""Drives runs: load -> transition -> conditional save -> effects, retrying lost races.
+
+One driver at a time per run holds a lease (owner, expiry); whoever changes a leased run
+leaves a dirty mark so the holder looks again before it lets go (DESIGN §8). Events and
+signals are stored on their own first (``ports.PendingDeliveries``) and taken into the
+record by the run's holder, or by the delivery itself when nobody holds the run: concurrent
+deliveries never contend on the run's record while it is driven.
+
+The engine is one class built in layers, one module each: ``_base`` (wiring, time limits,
+hand-offs), ``_effects`` (conditional changes and effects), ``_holding`` (leases, saves,
+stored deliveries), ``_invocation`` (begin, dispatch, settle) and ``_engine`` (the entry
+points and the drive loop).
+"""
+
+from relayflow.engine._engine import Engine
+
+__all__ = ["Engine"]

@@ -1,0 +1,322 @@
+"""The engine's entry points (trigger, deliver, cancel, drive, sweep) and the drive loop."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from relayflow.core.checkpoints import cancel_entry
+from relayflow.core.effects import Effect, Transition
+from relayflow.core.inbox import InboxFullError, Injection, InjectionResult
+from relayflow.core.interventions import cancel, inject, on_alarm
+from relayflow.core.pending import result_in, take
+from relayflow.core.record import RunRecord
+from relayflow.core.trigger import TriggerSpec, new_run
+from relayflow.engine._base import MAX_RACES, Work
+from relayflow.engine._invocation import InvocationCycle
+from relayflow.errors import (
+    CheckpointSlotTakenError,
+    RelayflowError,
+    RunAlreadyExistsError,
+    RunNotFoundError,
+    StaleRunError,
+    ValidationError,
+)
+from relayflow.ports import DriveAbandoned, PendingDeliveries
+
+_log = logging.getLogger("relayflow.engine")
+
+
+class Engine(InvocationCycle):
+    """Applies core transitions to stored runs and carries out their effects (see
+    :class:`~relayflow.engine._base.EngineBase` for its arguments)."""
+
+    def trigger(self, spec: TriggerSpec, *, drive: bool = True) -> tuple[RunRecord, bool]:
+        """Insert a run atomically and drive it inline (bounded).
+
+        Returns:
+            The run as stored after the drive and whether this call created it. A run that
+            already existed (same id) is returned untouched and not driven.
+        """
+        if spec.timeout_ms is None and self._workflow_timeout is not None:
+            spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
+        record = new_run(spec, self.clock.now_ms())
+        try:
+            stored = self.runs.try_insert(record)
+        except RunAlreadyExistsError as exc:
+            existing: RunRecord = exc.existing
+            return existing, False
+        self._observe(None, stored)
+        if drive and self._handing_off():
+            self.hand_off(stored.id)
+            return stored, True
+        if not drive:
+            return self._load(stored.id), True
+        with self._watching(stored) as watched:
+            self._run(Work([stored.id], known=[stored]))
+            latest = watched[stored.id]
+        # Nothing saved by this drive (another process holds the run): read what is stored.
+        return (self._load(stored.id) if latest is stored else latest), True
+
+    def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
+        """Deliver an event, signal or token outcome, then drive the run if it resumed.
+
+        A run another process is driving is only marked dirty: its holder looks again. With
+        a store of pending deliveries, an event or signal is stored there instead and taken
+        by the holder before it lets go (answered ``buffered`` without waiting for it).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run already ended.
+            InboxFullError: The run's inbox is full.
+        """
+        if self.pending is not None and injection.outcome == "deliver":
+            return self._inject_stored(self.pending, run_id, injection)
+        work = Work()
+        settings = self.settings
+
+        def step(rec: RunRecord, now: int) -> tuple[Transition, InjectionResult]:
+            return inject(rec, injection, now, settings)
+
+        saved, result = self._mutate(run_id, step, work)
+        if self._handing_off():
+            self._hand_off_work(work)
+            return result, saved
+        self._run(work)
+        return result, self._load(run_id)
+
+    def _inject_stored(
+        self, pending: PendingDeliveries, run_id: str, injection: Injection
+    ) -> tuple[InjectionResult, RunRecord]:
+        """Store the delivery, then take it into a waiting run nobody holds; a run that is
+        held or running is left to its drive.
+
+        The delivery is stored before the run is read, and the holder reads the store after
+        it lets go of the lease: a delivery that sees the run leased is always found.
+        """
+        # A repeat finds its id stored already (its first attempt died before the id was
+        # taken, or is still under way): it takes it all the same, so a delivery whose
+        # process died mid-way is completed by the client's retry, never left stored.
+        pending.post(run_id, injection.to_item(self.clock.now_ms()))
+        work = Work()
+        looked_again = False
+        for _ in range(MAX_RACES):
+            found = self.runs.get(run_id)
+            if found is None:
+                pending.remove(run_id, [injection.id])
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            record = found
+            now = self.clock.now_ms()
+            held = result_in(record, injection.id)
+            if held is not None:
+                # Taken by another save since it was stored (or by an earlier delivery of
+                # the same id, whose repeat the next taker drops as seen).
+                return held, record
+            if record.is_terminal:
+                pending.remove(run_id, [injection.id])
+                inject(record, injection, now, self.settings)  # raises: it ended
+            lease = record.lease
+            if (lease is not None and lease.expires_at > now) or record.status == "running":
+                # The holder takes it; a running run nobody holds yet is due for a drive
+                # (handed off, or the sweeper's), which takes it first.
+                return InjectionResult("buffered"), record
+            stored = pending.pending(run_id)
+            if all(item.id != injection.id for item in stored):
+                if not looked_again:
+                    # Taken by a repeat of this delivery since the run was read: the run
+                    # read again holds its result.
+                    looked_again = True
+                    continue
+                raise InboxFullError(f"run {run_id} has no room for {injection.id!r}")
+            taken = take(record, stored, now, self.settings)
+            if injection.id in taken.refused:
+                pending.remove(run_id, [injection.id])
+                raise InboxFullError(f"run {run_id}'s inbox is full")
+            saved = record
+            if taken.transition.changed:
+                try:
+                    saved = self.runs.save(taken.transition.record, expected_version=record.version)
+                except StaleRunError:
+                    continue
+                self._observe(record, saved)
+            pending.remove(run_id, [*taken.results, *taken.seen])
+            self._apply_effects(taken.transition.effects, work)
+            result = taken.results.get(injection.id) or result_in(saved, injection.id)
+            if result is None:
+                continue
+            if self._handing_off():
+                self._hand_off_work(work)
+                return result, saved
+            self._run(work)
+            return result, self._load(run_id)
+        raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
+
+    def cancel(
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+    ) -> RunRecord:
+        """Cancel a run (and its attached children), optionally compensating first.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run already ended (code ``already_terminal``).
+        """
+        work = Work()
+        saved, _ = self._mutate(
+            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
+        )
+        self._deliver_cancel(saved)
+        if self._handing_off():
+            self._hand_off_work(work)
+            return saved
+        self._run(work)
+        return self._load(run_id)
+
+    def _deliver_cancel(self, record: RunRecord) -> None:
+        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
+
+        A cancel entry takes the next free slot of the log, so the host's next checkpoint
+        fails its condition and the host stops the body there (and compensates when asked).
+        A plain cancel ends the run at once; the entry stops the host from running steps
+        whose results nobody will keep.
+        """
+        if self.checkpoints is None or not record.checkpoint_open:
+            return
+        directive = record.cancel_request
+        if directive is not None:
+            reason, compensate = directive.reason, directive.compensate
+        elif record.status == "cancelled":
+            reason, compensate = (record.error.message if record.error else None), False
+        else:
+            return
+        seq = record.checkpoint_seq + 1
+        for _ in range(MAX_RACES):
+            seq += len(self.checkpoints.read(record.id, seq - 1))
+            try:
+                self.checkpoints.append(record.id, cancel_entry(seq, reason, compensate))
+                return
+            except CheckpointSlotTakenError:
+                continue
+
+    def drive(self, run_id: str, *, take_over: bool = False) -> RunRecord | None:
+        """Drive a run until it parks, ends or the inline budget is spent.
+
+        Args:
+            run_id: The run.
+            take_over: Take the lease even if another driver holds it (crash recovery of a
+                driver known to be dead).
+        """
+        self._run(Work([run_id]), take_over=run_id if take_over else None)
+        return self.runs.get(run_id)
+
+    def drive_from_event(self, event: Mapping[str, Any]) -> RunRecord | None:
+        """Handle an alarm or hand-off payload ``{"runId", "wakeAt"}``.
+
+        Early and duplicate alarms are harmless: a run with nothing due only gets its alarm
+        re-armed at its wake time.
+        """
+        run_id = event.get("runId")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValidationError(f"alarm payload needs a runId string, got {dict(event)!r}")
+        record = self.runs.get(run_id)
+        if record is None or record.is_terminal:
+            return record
+        now = self.clock.now_ms()
+        if not self._needs_attention(record, now):
+            if record.wake_at is not None and record.lease is None:
+                self.alarms.arm(run_id, record.wake_at)
+            return record
+        self._run(Work([run_id], known=[record]))
+        return self.runs.get(run_id)
+
+    def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
+        """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids.
+
+        A run in flight is due only once its lease has expired (its wake time is the lease's
+        end), so runs being driven never crowd out a run whose alarm was lost. A run found
+        leased by a live driver is left alone (no dirty mark), judged from its header alone.
+        Once the drive's budget is spent, the remaining due runs are handed off rather than
+        driven here.
+        """
+        before = self.clock.now_ms() if now is None else now
+        due = self.runs.due_runs(before, limit)
+        for run_id in due:
+            if self._in_flight(run_id):
+                continue
+            if self._time_for_invocation(self.clock.now_ms()):
+                self._run(Work([run_id]), mark_leased=False)
+            else:
+                self.hand_off(run_id)
+        return due
+
+    def _in_flight(self, run_id: str) -> bool:
+        """Leased by a live driver (or gone): judged from the header alone, so the sweeper
+        does not read the whole of every run in flight (their wake entry may be due) on
+        each pass."""
+        header = self.runs.get_header(run_id)
+        if header is None or header.is_terminal:
+            return True
+        lease = header.lease
+        return lease is not None and lease.expires_at > self.clock.now_ms()
+
+    def recover(self, run_id: str) -> RunRecord | None:
+        """Re-drive a run whose driver died, from its last saved record."""
+        return self.drive(run_id, take_over=True)
+
+    def _run(self, work: Work, *, take_over: str | None = None, mark_leased: bool = True) -> None:
+        with self.budget(self.settings.drive_budget_ms):
+            try:
+                while (run_id := work.pop()) is not None:
+                    try:
+                        self._drive_one(
+                            run_id, work, take_over=run_id == take_over, mark_leased=mark_leased
+                        )
+                    except RelayflowError as exc:
+                        # Throttled or unavailable storage: nothing unsaved is lost, the
+                        # caller's retry or the sweeper drives the run again.
+                        if getattr(exc, "transient", False):
+                            self._interrupted(run_id, exc.code)
+                        raise
+            except DriveAbandoned:
+                # The process died: nothing more is saved; a new process has a new identity.
+                self._owner = f"drv_{secrets.token_hex(6)}"
+
+    def _drive_one(
+        self, run_id: str, work: Work, *, take_over: bool = False, mark_leased: bool = True
+    ) -> None:
+        """Drive one run: every save carries all the changes made since the previous one.
+
+        Changes accumulate on an unsaved draft and are saved (conditionally on the stored
+        version) only before something leaves the process: a dispatch, or letting go of the
+        lease. Effects are applied only after the save that carries their transition; a lost
+        race drops the draft and starts again from the stored run.
+        """
+        owner = f"{self._owner}/{next(self._drives)}"
+        claimed = self._acquire(
+            run_id, owner, take_over, work.take_known(run_id), mark_leased=mark_leased
+        )
+        invocations = 0
+        while claimed is not None:
+            stored, draft = claimed
+            now = self.clock.now_ms()
+            effects: list[Effect] = []
+            if not draft.is_terminal and not self._wants_invocation(draft, now):
+                # A run due for an invocation anyway takes what was stored when it next
+                # waits, or after it lets go (see _look_again): one read less per invocation.
+                draft = self._take_stored(draft, now, effects)
+                tick = on_alarm(draft, now, self.settings)
+                if tick.changed:
+                    draft = tick.record
+                    effects.extend(tick.effects)
+            if self._wants_invocation(draft, now):
+                if invocations < self.settings.inline_invocations and self._time_for_invocation(
+                    now
+                ):
+                    more = self.settings.inline_invocations - invocations - 1
+                    claimed, made = self._invoke(stored, draft, effects, owner, work, more=more)
+                    invocations += made
+                    continue
+                self._handoff(run_id, now)
+            claimed = self._let_go(stored, draft, effects, owner, work)

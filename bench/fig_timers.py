@@ -78,7 +78,7 @@ def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
     """Lateness (ms) of each sleep length on the SQS path, in real time on moto."""
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
-    from relayflow.adapters.aws.driver import build_aws_driver
+    from relayflow.adapters.aws.wiring import build_aws_driver
     from relayflow.drive.handlers import make_drive_handler
     from relayflow.local.queue_poller import LocalQueuePoller
     from relayflow.testing.aws import mock_aws
@@ -257,7 +257,7 @@ def measure_costs() -> list[SleepCost]:
     from bench.aws_meter import AwsMeter, table_specs
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
-    from relayflow.adapters.aws.driver import build_aws_driver
+    from relayflow.adapters.aws.wiring import build_aws_driver
     from relayflow.clock import VirtualClock
     from relayflow.testing.aws import mock_aws
 

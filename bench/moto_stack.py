@@ -27,8 +27,8 @@ from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import SchedulerAlarmClock
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.adapters.memory import InMemoryAlarmClock
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings

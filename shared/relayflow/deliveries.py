@@ -1,4 +1,4 @@
-"""Retry-safe deliveries over a :class:`~relayflow.ports.DeliveryLog`.
+"""Retry-safe deliveries: claims of delivery ids over a :class:`~relayflow.ports.DeliveryLog`.
 
 A delivery id (an ``Idempotency-Key``, a signal or event id) is claimed with one conditional
 write before the work it names is done, and the work's answer is stored on it afterwards:
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from relayflow._aliases import renamed
 from relayflow.errors import RelayflowError
 from relayflow.ports import Clock, DeliveryLog
 
@@ -64,7 +65,7 @@ class Replay:
 
 
 @dataclass(frozen=True)
-class Deliveries:
+class DeliveryIdClaims:
     """Claims delivery ids in a log with one policy of holds and expiry.
 
     Attributes:
@@ -156,3 +157,7 @@ class Deliveries:
             raise
         self.finish(scope, key, digest, answer)
         return answer, False
+
+
+#: Names this module had before they were renamed (they warn, then resolve).
+__getattr__ = renamed(__name__, {"Deliveries": ("relayflow.deliveries", "DeliveryIdClaims")})

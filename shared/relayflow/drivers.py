@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from relayflow._aliases import renamed
 from relayflow.adapters.memory.deliveries import InMemoryDeliveryLog
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.inbox import Injection, InjectionOutcome, InjectionResult
@@ -16,7 +17,7 @@ from relayflow.core.trigger import TriggerSpec, resolve_run_id
 from relayflow.core.views import RunDetail
 from relayflow.deliveries import (
     DAY_MS,
-    Deliveries,
+    DeliveryIdClaims,
     IdempotencyKeyReusedError,
     delivery_fingerprint,
     delivery_key,
@@ -38,8 +39,8 @@ from relayflow.token_ids import locate
 from relayflow.workflow_refs import WorkflowRef, workflow_config_of, workflow_id_of
 
 
-class Delivery(RecordModel):
-    """The answer to an event, signal or token sent to one run.
+class DeliveryResult(RecordModel):
+    """What one delivery (an event, signal or token outcome sent to one run) came to.
 
     ``status``: ``resolved`` (a wait took it), ``buffered`` (kept in the run's inbox for a
     later wait), ``duplicate`` (its id was seen before) or ``heartbeat``.
@@ -50,7 +51,7 @@ class Delivery(RecordModel):
     run: RunDetail
 
 
-def replay_answer(delivery: Delivery) -> dict[str, Any]:
+def replay_answer(delivery: DeliveryResult) -> dict[str, Any]:
     """What a delivery id's claim keeps for the driver to answer a repeat with."""
     return {"waitpointId": delivery.waitpoint_id}
 
@@ -122,12 +123,12 @@ class WorkflowDriver:
         workflow_timeout: Callable[[str], int | None] | None = None,
         payloads: PayloadStore | None = None,
         host_catalog: Callable[[str], bool | None] | None = None,
-        deliveries: Deliveries | None = None,
+        deliveries: DeliveryIdClaims | None = None,
     ) -> None:
         self.engine = engine
         self.host_catalog = host_catalog
         self.manifests = manifests
-        self.deliveries = deliveries or Deliveries(
+        self.deliveries = deliveries or DeliveryIdClaims(
             InMemoryDeliveryLog(), engine.clock, hold_ms=15_000, memory_ms=400 * DAY_MS
         )
         self.tenant_meta = tenant_meta or TenantMeta()
@@ -338,7 +339,7 @@ class WorkflowDriver:
 
     def _deliver(
         self, run_id: str, injection: Injection, *, given_id: bool = False, claimed: bool = False
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Inject into the run; an id the caller chose is claimed first, for the run's life.
 
         ``claimed``: the caller holds the id's claim already (``delivery_key`` and
@@ -377,10 +378,10 @@ class WorkflowDriver:
         )
         return delivery
 
-    def _inject(self, run_id: str, injection: Injection) -> Delivery:
+    def _inject(self, run_id: str, injection: Injection) -> DeliveryResult:
         result: InjectionResult
         result, record = self.engine.inject(run_id, injection)
-        return Delivery(
+        return DeliveryResult(
             status=result.status, waitpoint_id=result.waitpoint_id, run=self.admin.describe(record)
         )
 
@@ -393,7 +394,7 @@ class WorkflowDriver:
         event_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         claimed: bool = False,
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Deliver an event to one run (resolving a matching wait, or into its inbox).
 
         ``claimed``: the caller holds the claim of ``event_id`` (see ``_deliver``).
@@ -417,7 +418,7 @@ class WorkflowDriver:
         *,
         signal_id: str | None = None,
         claimed: bool = False,
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Deliver a signal to one run.
 
         ``claimed``: the caller holds the claim of ``signal_id`` (see ``_deliver``).
@@ -429,7 +430,7 @@ class WorkflowDriver:
 
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Complete a token: its wait returns ``payload`` (a token resolves once).
 
         ``run_id`` is needed only for a token id the workflow chose itself; generated ids
@@ -437,11 +438,11 @@ class WorkflowDriver:
         """
         return self._settle_token(token_id, run_id, "complete", payload=payload)
 
-    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
+    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> DeliveryResult:
         """Fail a token: its wait raises ``TokenFailedError`` carrying ``error``."""
         return self._settle_token(token_id, run_id, "fail", error=token_error(error))
 
-    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> DeliveryResult:
         """Push the heartbeat deadline of a token wait."""
         return self._settle_token(token_id, run_id, "heartbeat")
 
@@ -453,7 +454,7 @@ class WorkflowDriver:
         *,
         payload: Any = None,
         error: SerializedError | None = None,
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Deliver a token outcome. A completion or failure is claimed in the delivery log
         for the run's whole life (``token:<id>``): its repeat gets the first answer, and
         another outcome for a settled token answers ``duplicate``. Heartbeats repeat by
@@ -476,18 +477,18 @@ class WorkflowDriver:
             # A token settles once: another outcome changes nothing, as it always answered.
             return self._duplicate(run, None)
 
-    def _duplicate(self, run_id: str, waitpoint_id: str | None) -> Delivery:
+    def _duplicate(self, run_id: str, waitpoint_id: str | None) -> DeliveryResult:
         """The answer to a delivery whose id was delivered before: the run as it stands."""
         record = self.engine.runs.get(run_id)
         if record is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return Delivery(
+        return DeliveryResult(
             status="duplicate", waitpoint_id=waitpoint_id, run=self.admin.describe(record)
         )
 
 
 __all__ = [
-    "Delivery",
+    "DeliveryResult",
     "WorkflowAdmin",
     "WorkflowDriver",
     "WorkflowRef",
@@ -495,3 +496,6 @@ __all__ = [
     "token_error",
     "token_target",
 ]
+
+#: Names this module had before they were renamed (they warn, then resolve).
+__getattr__ = renamed(__name__, {"Delivery": ("relayflow.drivers", "DeliveryResult")})

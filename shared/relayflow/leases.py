@@ -1,15 +1,15 @@
-"""Keeps a driver's lease on a run alive while an invocation of the run is in flight.
+"""Keeps a holder's lease on a run alive while an invocation of the run is in flight.
 
-A lease lasts ``CoreSettings.lease_ms`` (a minute by default) so that a run whose driver died
-is free again soon; a step may run far longer, so while the driver waits for an answer it
+A lease lasts ``CoreSettings.lease_ms`` (a minute by default) so that a run whose holder died
+is free again soon; a step may run far longer, so while the holder waits for an answer it
 renews the lease every third of its length, up to the drive's own end (its budget plus the
 grace). An invocation that answers within a third of the lease costs no renewal.
 
 A renewal is a save of the run's header with only the lease (and the wake time the sweeper
-reads) moved, conditional on the version this driver saved or read last: only the holder
+reads) moved, conditional on the version this holder saved or read last: only the holder
 can make it. A delivery or a cancel that saved the run in between (leaving a dirty mark)
 makes it re-read the run and renew over that change; a run whose lease is no longer its own
-is lost: the keeper stops renewing it and the driver saves nothing of the answer. A driver
+is lost: the keeper stops renewing it and the holder saves nothing of the answer. A holder
 that dies stops renewing with it, so the run falls due for the sweeper when its lease ends.
 
 On a clock that tells when it moves (the virtual clock of tests) renewals happen in the
@@ -36,9 +36,9 @@ class HeldLease:
     """One invocation's lease: the run as saved or read last by its holder.
 
     Attributes:
-        record: The run as this driver last saved (or re-read) it; the answer's save is
+        record: The run as this holder last saved (or re-read) it; the answer's save is
             conditional on its version.
-        lost: Another driver took the run: nothing of the answer may be saved.
+        lost: Another holder took the run: nothing of the answer may be saved.
         renewals: Renewal writes made so far.
     """
 
@@ -211,7 +211,7 @@ class LeaseKeeper:
             lease = current.lease
             if lease is None or lease.owner != held.owner:
                 held.lost = True
-                _log.warning("run %s: lease lost to another driver; stopping", current.id)
+                _log.warning("run %s: lease lost to another holder; stopping", current.id)
                 return None
             expires_at = min(now + held.lease_ms, held.hold_until)
             if expires_at <= lease.expires_at:

@@ -113,7 +113,7 @@ class CheckpointWriter(Protocol):
 class CheckpointLog(CheckpointWriter, Protocol):
     """A run's write-once log of checkpoints, one entry per sequence number.
 
-    The driver holding a run hands its step host the next free slot; the host writes its
+    The holder of a run's lease hands its step host the next free slot; the host writes its
     entries there one after the other. A new holder (after a crash or a lost lease) or a
     cancel first writes a fence into the next free slot, so the host that expected it finds
     it taken at its next checkpoint and stops: the sequence number is the fencing token.
@@ -222,7 +222,7 @@ def offered_checkpoints() -> CheckpointWriter | None:
 class DriveAbandoned(BaseException):
     """Raised by a dispatcher when the process that drives the run died mid-invocation.
 
-    The engine stops at once without saving anything (the lease stays with the dead driver
+    The engine stops at once without saving anything (the lease stays with the dead holder
     until it expires); recovery re-drives from the last saved record, as the sweeper does.
     """
 

@@ -15,9 +15,9 @@ import boto3
 import requests
 
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.tables import create_resources
+from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.api.app import create_app
 from relayflow.api.auth import StaticTokenAuth
 from relayflow.api.handler import make_drive_handler, make_lambda_handler

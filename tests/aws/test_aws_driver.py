@@ -13,8 +13,8 @@ from moto_driver import SETTINGS
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import schedule_name
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.driver import build_aws_driver, build_dispatchers
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.wiring import build_aws_driver, build_dispatchers
 from relayflow.clock import VirtualClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.dispatch.http_dispatcher import HttpDispatcher

@@ -21,9 +21,9 @@ from reliability_workflows import LEDGER, STEP_WORK
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.errors import AwsServiceError
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.api.metrics import RecordingMetrics
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings

@@ -56,7 +56,7 @@ from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import schedules as schedules_routes
 from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import tokens as tokens_routes
-from relayflow.deliveries import Deliveries
+from relayflow.deliveries import DeliveryIdClaims
 from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.observability import RunMetrics
 from relayflow.protocol import strict_json_loads
@@ -113,7 +113,7 @@ class RelayflowResolver(APIGatewayHttpResolver):
         logger: Logger,
         cors: CORSConfig | None,
         max_body_bytes: int,
-        deliveries: Deliveries | None = None,
+        deliveries: DeliveryIdClaims | None = None,
     ) -> None:
         # Before ``super().__init__``: it assigns ``context`` and ``processed_stack_frames``.
         self._request = _RequestState()
@@ -256,7 +256,7 @@ def create_app(
     logger: Logger | None = None,
     wait: WaitPolicy | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
-    deliveries: Deliveries | None = None,
+    deliveries: DeliveryIdClaims | None = None,
     hand_off: bool = False,
     inline_budget_ms: int = DEFAULT_INLINE_BUDGET_MS,
     checkpoint_capabilities: CapabilitySigner | None = None,

@@ -11,7 +11,7 @@ from relayflow.admin import WorkflowAdmin
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
-from relayflow.drivers import Delivery, WorkflowDriver
+from relayflow.drivers import DeliveryResult, WorkflowDriver
 from relayflow.errors import RelayflowError, RunNotFoundError
 from relayflow.events.errors import InvalidEventError
 from relayflow.events.ingest import validate_ingest_body
@@ -130,7 +130,7 @@ class Backend:
         event_id: str | None,
         *,
         claimed: bool = False,
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Deliver an event to one run (``claimed``: the request holds the id's claim)."""
         return self.driver.send_event(
             run_id, event_type, payload, event_id=event_id, claimed=claimed
@@ -144,24 +144,24 @@ class Backend:
         signal_id: str | None = None,
         *,
         claimed: bool = False,
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Deliver a signal to one run (``claimed``: the request holds the id's claim)."""
         return self.driver.send_signal(run_id, name, payload, signal_id=signal_id, claimed=claimed)
 
-    def complete_token(self, run_id: str | None, token_id: str, payload: Any) -> Delivery:
+    def complete_token(self, run_id: str | None, token_id: str, payload: Any) -> DeliveryResult:
         """Complete a token (``run_id`` None: the token id locates its run)."""
         return self.driver.complete_token(token_id, payload, run_id=run_id)
 
     def fail_token(
         self, run_id: str | None, token_id: str, code: str | None, message: str
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Fail a token with ``{code?, message}``."""
         error: dict[str, Any] = {"message": message}
         if code is not None:
             error["code"] = code
         return self.driver.fail_token(token_id, error, run_id=run_id)
 
-    def heartbeat_token(self, run_id: str | None, token_id: str) -> Delivery:
+    def heartbeat_token(self, run_id: str | None, token_id: str) -> DeliveryResult:
         """Heartbeat a token."""
         return self.driver.heartbeat_token(token_id, run_id=run_id)
 

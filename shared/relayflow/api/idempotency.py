@@ -25,9 +25,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from relayflow._aliases import renamed
 from relayflow.api.errors import ApiError
 from relayflow.deliveries import (
-    Deliveries,
+    DeliveryIdClaims,
     IdempotencyKeyReusedError,
     Replay,
     RequestInProgressError,
@@ -173,7 +174,7 @@ class RequestClaims:
     claim with the answer it built (:meth:`settle`).
     """
 
-    deliveries: Deliveries | None
+    deliveries: DeliveryIdClaims | None
     logger: Logger
 
     def claim(self, event: APIGatewayProxyEventV2, principal: str | None) -> Replay | None:
@@ -251,7 +252,7 @@ __all__ = [
     "KEY_PATTERN",
     "REPLAYED_HEADER",
     "Claim",
-    "Deliveries",
+    "DeliveryIdClaims",
     "KeyProblem",
     "RequestClaims",
     "header_key",
@@ -264,3 +265,6 @@ __all__ = [
     "request_key",
     "stored_answer",
 ]
+
+#: Names this module had before they were renamed (they warn, then resolve).
+__getattr__ = renamed(__name__, {"Deliveries": ("relayflow.deliveries", "DeliveryIdClaims")})

@@ -20,7 +20,7 @@ from relayflow.api.models import (
     TimelineView,
 )
 from relayflow.core.views import RunDetail, RunSummary, TimelinePage
-from relayflow.drivers import Delivery
+from relayflow.drivers import DeliveryResult
 
 #: Kinds of the positional wait ids (``<prefix>:...``) the SDK registers.
 _KIND_OF_PREFIX = {
@@ -108,7 +108,7 @@ def run_view(detail: RunDetail) -> RunView:
     return RunView.model_validate(_run_fields(detail))
 
 
-def injection_view(delivery: Delivery) -> InjectionView:
+def injection_view(delivery: DeliveryResult) -> InjectionView:
     """The run after a delivery, with the delivery's outcome."""
     return InjectionView.model_validate(
         {

@@ -24,9 +24,9 @@ class CoreSettings:
         dispatch_backoff_max_ms: Cap of the exponential dispatch backoff.
         invocation_timeout_ms: Longest request ``deadline`` (now + this); a drive's budget
             shortens it.
-        lease_ms: How long a driver's lease on a run lasts without renewal. While an
-            invocation is in flight the driver renews it every third of this, up to
-            ``lease_grace_ms`` after the drive's budget; a driver that died stops renewing,
+        lease_ms: How long a holder's lease on a run lasts without renewal. While an
+            invocation is in flight the holder renews it every third of this, up to
+            ``lease_grace_ms`` after the drive's budget; a holder that died stops renewing,
             so its run is free again at most this long after the crash.
         lease_grace_ms: Time kept between a request's deadline and the latest end of its
             lease, for saving the answer (at most a quarter of ``lease_ms``).

@@ -1,6 +1,6 @@
 """Drives runs: load -> transition -> conditional save -> effects, retrying lost races.
 
-One driver at a time per run holds a lease (owner, expiry); whoever changes a leased run
+One holder at a time per run has its lease (owner, expiry); whoever changes a leased run
 leaves a dirty mark so the holder looks again before it lets go (DESIGN §8). Events and
 signals are stored on their own first (``ports.PendingDeliveries``) and taken into the
 record by the run's holder, or by the delivery itself when nobody holds the run: concurrent

@@ -69,7 +69,7 @@ class EffectApplier(EngineBase):
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
 
     def _hand_off_work(self, work: Work) -> None:
-        """Hand off every queued run that is not leased by a live driver (whose holder looks
+        """Hand off every queued run that is not leased by a live holder (whose holder looks
         again because of the dirty mark)."""
         while (run_id := work.pop()) is not None:
             record = work.take_known(run_id) or self.runs.get(run_id)

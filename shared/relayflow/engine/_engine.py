@@ -205,7 +205,7 @@ class Engine(InvocationCycle):
 
         Args:
             run_id: The run.
-            take_over: Take the lease even if another driver holds it (crash recovery of a
+            take_over: Take the lease even if another holder has it (crash recovery of a
                 driver known to be dead).
         """
         self._run(Work([run_id]), take_over=run_id if take_over else None)
@@ -232,11 +232,11 @@ class Engine(InvocationCycle):
         return self.runs.get(run_id)
 
     def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
-        """Re-drive runs whose wake time passed (missed alarms, dead drivers); returns ids.
+        """Re-drive runs whose wake time passed (missed alarms, dead holders); returns ids.
 
         A run in flight is due only once its lease has expired (its wake time is the lease's
         end), so runs being driven never crowd out a run whose alarm was lost. A run found
-        leased by a live driver is left alone (no dirty mark), judged from its header alone.
+        leased by a live holder is left alone (no dirty mark), judged from its header alone.
         Once the drive's budget is spent, the remaining due runs are handed off rather than
         driven here.
         """
@@ -252,7 +252,7 @@ class Engine(InvocationCycle):
         return due
 
     def _in_flight(self, run_id: str) -> bool:
-        """Leased by a live driver (or gone): judged from the header alone, so the sweeper
+        """Leased by a live holder (or gone): judged from the header alone, so the sweeper
         does not read the whole of every run in flight (their wake entry may be due) on
         each pass."""
         header = self.runs.get_header(run_id)
@@ -262,7 +262,7 @@ class Engine(InvocationCycle):
         return lease is not None and lease.expires_at > self.clock.now_ms()
 
     def recover(self, run_id: str) -> RunRecord | None:
-        """Re-drive a run whose driver died, from its last saved record."""
+        """Re-drive a run whose holder died, from its last saved record."""
         return self.drive(run_id, take_over=True)
 
     def _run(self, work: Work, *, take_over: str | None = None, mark_leased: bool = True) -> None:

@@ -32,7 +32,7 @@ class RunHolding(EffectApplier):
 
         The lease is written by the first save of the drive, together with whatever that save
         carries (an alarm's resolutions, the next invocation): it is never a write of its own.
-        A run leased by a live driver is marked dirty instead, so its holder looks again.
+        A run leased by a live holder is marked dirty instead, so its holder looks again.
         """
         for _ in range(MAX_RACES):
             # A record known from this call may be stale: the conditional save catches that.

@@ -149,7 +149,7 @@ class InvocationCycle(RunHolding):
                     f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
                 )
         if held.lost:
-            # Another driver took the run (and fenced the host off): nothing here is saved.
+            # Another holder took the run (and fenced the host off): nothing here is saved.
             return None
         if answer is not None and ended_unavailable(answer[1]):
             self._interrupted(saved.id, UNAVAILABLE_REASON)
@@ -195,7 +195,7 @@ class InvocationCycle(RunHolding):
         """
         run_id = current.id if current is not None else ""
         if answer is not None and _is_fenced(answer):
-            # Another driver fenced the host off: the run is theirs, nothing here is saved.
+            # Another holder fenced the host off: the run is theirs, nothing here is saved.
             return None
         for _ in range(MAX_RACES):
             if current is None or not self._holds(current, owner):

@@ -25,9 +25,9 @@ from botocore.config import Config
 
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
-from relayflow.adapters.aws.driver import build_aws_driver
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.tables import create_resources
+from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.cli.app_loader import build_app_manifest, load_app
 from relayflow.clock import wall_ms
 from relayflow.config import DispatchTarget, Settings, SigningMode

@@ -9,9 +9,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from relayflow.errors import RelayflowError, SuspendSignal
 from relayflow.protocol import SerializedError, StepJournalEntry
-from relayflow.sdk.effects import Batch, Body, Branch, Op
 from relayflow.sdk.failures import rehydrate_error, serialize_error
 from relayflow.sdk.groups import replay_scope, run_compensations
+from relayflow.sdk.instructions import Batch, Body, Branch, Op
 from relayflow.sdk.scope import ContextCore, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_value, load_value
 

@@ -1,79 +1,10 @@
-"""Effects as data: durable operations are generators that yield these to a runner.
+"""The runner instructions' former module; they live in :mod:`relayflow.sdk.instructions`
+(``Effect`` is now ``Instruction``)."""
 
-One implementation of each operation serves both flavours of context: the synchronous runner
-performs effects by calling, the asynchronous one by awaiting.
-"""
+from relayflow._aliases import renamed
+from relayflow.sdk.instructions import Batch, BatchControl, Body, Branch, Call, Op, Pause
 
-from __future__ import annotations
+__all__ = ["Batch", "BatchControl", "Body", "Branch", "Call", "Op", "Pause"]
 
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, Union
-
-from relayflow.sdk.scope import ContextCore, StepScope
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Call:
-    """Run a user function (a step attempt, a check, a compensation); its result is sent back.
-
-    ``timeout_ms`` turns an overlong call into ``StepTimeoutError``; ``scope`` collects the
-    metadata updates made while it runs. ``on_overrun`` is told, from the call's thread,
-    whether the code of a call given up at its timeout raised when it finally ended.
-    """
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    timeout_ms: int | None = None
-    scope: StepScope | None = None
-    label: str = ""
-    on_overrun: Callable[[bool], None] | None = None
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Wait in process (a short retry delay)."""
-
-    ms: int
-
-
-@dataclass(frozen=True)
-class Body:
-    """Run ``fn(ctx, *args)`` with the context flavour of the runner (group/branch bodies)."""
-
-    fn: Callable[..., Any]
-    core: ContextCore
-    args: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class Branch:
-    """One branch of a batch: a generator factory whose return value is the branch outcome."""
-
-    index: int
-    start: Callable[[], Generator[Effect, Any, Any]]
-
-
-class BatchControl(Protocol):
-    """Decides, as branches finish, whether more branches may start."""
-
-    def should_continue(self) -> bool: ...
-
-    def started(self, index: int) -> None: ...
-
-    def finished(self, index: int, outcome: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Run branches, at most ``max_concurrency`` at a time, until ``control`` says stop."""
-
-    branches: Sequence[Branch]
-    max_concurrency: int
-    control: BatchControl
-
-
-Effect = Union[Call, Pause, Body, Batch]  # noqa: UP007 - a runtime alias used in isinstance
-Op = Generator[Effect, Any, T]
+#: Names this module had before they were renamed (they warn, then resolve).
+__getattr__ = renamed(__name__, {"Effect": ("relayflow.sdk.instructions", "Instruction")})

@@ -29,9 +29,9 @@ from relayflow.protocol import (
 )
 from relayflow.sdk.checkpoints import Checkpointer
 from relayflow.sdk.context import WorkflowContext
-from relayflow.sdk.effects import Op
 from relayflow.sdk.failures import run_error, serialize_error
 from relayflow.sdk.groups import run_compensations
+from relayflow.sdk.instructions import Op
 from relayflow.sdk.invocation import ExecutorOptions, Invocation
 from relayflow.sdk.registry import Workflow
 from relayflow.sdk.runner import AsyncRunner, SyncRunner, run_coroutine_sync

@@ -7,8 +7,8 @@ from typing import Any
 
 from relayflow.errors import SuspendSignal
 from relayflow.protocol import CompensationReport, StepJournalEntry
-from relayflow.sdk.effects import Body, Call, Op
 from relayflow.sdk.failures import rehydrate_error, serialize_error
+from relayflow.sdk.instructions import Body, Call, Op
 from relayflow.sdk.invocation import Invocation
 from relayflow.sdk.scope import Compensable, ContextCore, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_value, load_value

@@ -1,4 +1,5 @@
-"""Runners perform effects: the synchronous one by calling, the asynchronous one by awaiting."""
+"""Runners perform instructions: the synchronous one by calling, the asynchronous one by
+awaiting."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from relayflow.errors import StepTimeoutError
-from relayflow.sdk.effects import Batch, Body, Call, Effect, Op, Pause
+from relayflow.sdk.instructions import Batch, Body, Call, Instruction, Op, Pause
 from relayflow.sdk.overruns import ABANDONED
 from relayflow.sdk.scope import STEP_SCOPE, ContextCore
 
@@ -53,8 +54,8 @@ def _timeout_error(label: str, timeout_ms: int) -> StepTimeoutError:
     return StepTimeoutError(f"step {label!r} timed out after {timeout_ms}ms")
 
 
-def _step_key(effect: Call) -> str | None:
-    info = effect.scope.info if effect.scope is not None else None
+def _step_key(instruction: Call) -> str | None:
+    info = instruction.scope.info if instruction.scope is not None else None
     return info.idempotency_key if info is not None else None
 
 
@@ -171,7 +172,7 @@ def _thread_future(fn: Callable[[], Any], attempt: _Attempt) -> asyncio.Future[A
 
 
 class SyncRunner:
-    """Performs effects for a ``def`` body: user calls return values, branches run in order."""
+    """Performs instructions for a ``def`` body: user calls return values, branches run in order."""
 
     is_async = False
 
@@ -184,61 +185,65 @@ class SyncRunner:
         return self._make_context(core, self)
 
     def drive(self, op: Op[T]) -> T:
-        """Run an operation to its return value, performing each effect it yields."""
+        """Run an operation to its return value, performing each instruction it yields."""
         try:
-            effect = next(op)
+            instruction = next(op)
             while True:
                 try:
-                    result = self._perform(effect)
+                    result = self._perform(instruction)
                 except BaseException as exc:
-                    effect = op.throw(exc)
+                    instruction = op.throw(exc)
                 else:
-                    effect = op.send(result)
+                    instruction = op.send(result)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
-    def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Call):
-            return self._call(effect)
-        if isinstance(effect, Pause):
-            if effect.ms > 0:
-                self._sleep(effect.ms / 1000)
+    def _perform(self, instruction: Instruction) -> Any:
+        if isinstance(instruction, Call):
+            return self._call(instruction)
+        if isinstance(instruction, Pause):
+            if instruction.ms > 0:
+                self._sleep(instruction.ms / 1000)
             return None
-        if isinstance(effect, Body):
-            result = effect.fn(self.context(effect.core), *effect.args)
+        if isinstance(instruction, Body):
+            result = instruction.fn(self.context(instruction.core), *instruction.args)
             if inspect.isawaitable(result):
                 raise TypeError("a synchronous workflow body cannot run an async function with ctx")
             return result
-        return self._batch(effect)
+        return self._batch(instruction)
 
-    def _call(self, effect: Call) -> Any:
-        token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
+    def _call(self, instruction: Call) -> Any:
+        token = STEP_SCOPE.set(instruction.scope) if instruction.scope is not None else None
         try:
-            if effect.timeout_ms is None:
-                result = effect.fn(*effect.args)
+            if instruction.timeout_ms is None:
+                result = instruction.fn(*instruction.args)
                 if inspect.isawaitable(result):
                     result = run_coroutine_sync(_await(result))
                 return result
 
             def invoke() -> Any:
-                value = effect.fn(*effect.args)
+                value = instruction.fn(*instruction.args)
                 if inspect.isawaitable(value):
                     value = asyncio.run(_await(value))
                 return value
 
             return _call_in_thread(
-                invoke, effect.timeout_ms, effect.label, _step_key(effect), effect.on_overrun
+                invoke,
+                instruction.timeout_ms,
+                instruction.label,
+                _step_key(instruction),
+                instruction.on_overrun,
             )
         finally:
             if token is not None:
                 STEP_SCOPE.reset(token)
 
-    def _batch(self, effect: Batch) -> None:
-        for branch in effect.branches:
-            if not effect.control.should_continue():
+    def _batch(self, instruction: Batch) -> None:
+        for branch in instruction.branches:
+            if not instruction.control.should_continue():
                 return
-            effect.control.started(branch.index)
-            effect.control.finished(branch.index, self.drive(branch.start()))
+            instruction.control.started(branch.index)
+            instruction.control.finished(branch.index, self.drive(branch.start()))
 
 
 async def _await(awaitable: Awaitable[T]) -> T:
@@ -246,7 +251,7 @@ async def _await(awaitable: Awaitable[T]) -> T:
 
 
 class AsyncRunner:
-    """Performs effects for an ``async def`` body: sync calls go to worker threads."""
+    """Performs instructions for an ``async def`` body: sync calls go to worker threads."""
 
     is_async = True
 
@@ -259,55 +264,55 @@ class AsyncRunner:
         return self._make_context(core, self)
 
     async def drive(self, op: Op[T]) -> T:
-        """Run an operation to its return value, awaiting each effect it yields."""
+        """Run an operation to its return value, awaiting each instruction it yields."""
         try:
-            effect = next(op)
+            instruction = next(op)
             while True:
                 try:
-                    result = await self._perform(effect)
+                    result = await self._perform(instruction)
                 except BaseException as exc:
-                    effect = op.throw(exc)
+                    instruction = op.throw(exc)
                 else:
-                    effect = op.send(result)
+                    instruction = op.send(result)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
-    async def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Call):
-            return await self._call(effect)
-        if isinstance(effect, Pause):
+    async def _perform(self, instruction: Instruction) -> Any:
+        if isinstance(instruction, Call):
+            return await self._call(instruction)
+        if isinstance(instruction, Pause):
             if self._sleep is not None:
-                self._sleep(effect.ms / 1000)
-            elif effect.ms > 0:
-                await asyncio.sleep(effect.ms / 1000)
+                self._sleep(instruction.ms / 1000)
+            elif instruction.ms > 0:
+                await asyncio.sleep(instruction.ms / 1000)
             return None
-        if isinstance(effect, Body):
-            result = effect.fn(self.context(effect.core), *effect.args)
+        if isinstance(instruction, Body):
+            result = instruction.fn(self.context(instruction.core), *instruction.args)
             if inspect.isawaitable(result):
                 result = await result
             return result
-        return await self._batch(effect)
+        return await self._batch(instruction)
 
-    async def _call(self, effect: Call) -> Any:
-        token = STEP_SCOPE.set(effect.scope) if effect.scope is not None else None
+    async def _call(self, instruction: Call) -> Any:
+        token = STEP_SCOPE.set(instruction.scope) if instruction.scope is not None else None
         try:
-            step = _step_key(effect) if effect.timeout_ms is not None else None
+            step = _step_key(instruction) if instruction.timeout_ms is not None else None
             attempt: _Attempt | None = None
-            if _is_async_callable(effect.fn):
-                pending: Awaitable[Any] = effect.fn(*effect.args)
+            if _is_async_callable(instruction.fn):
+                pending: Awaitable[Any] = instruction.fn(*instruction.args)
             else:
-                fn, args = effect.fn, effect.args
-                attempt = _Attempt(step, effect.on_overrun)
+                fn, args = instruction.fn, instruction.args
+                attempt = _Attempt(step, instruction.on_overrun)
                 pending = _thread_future(lambda: fn(*args), attempt)
-            if effect.timeout_ms is None:
+            if instruction.timeout_ms is None:
                 result = await pending
             else:
                 try:
-                    result = await asyncio.wait_for(pending, effect.timeout_ms / 1000)
+                    result = await asyncio.wait_for(pending, instruction.timeout_ms / 1000)
                 except TimeoutError:
                     if attempt is not None:
                         attempt.abandon()
-                    raise _timeout_error(effect.label, effect.timeout_ms) from None
+                    raise _timeout_error(instruction.label, instruction.timeout_ms) from None
             if inspect.isawaitable(result):
                 result = await result
             return result
@@ -315,18 +320,18 @@ class AsyncRunner:
             if token is not None:
                 STEP_SCOPE.reset(token)
 
-    async def _batch(self, effect: Batch) -> None:
-        waiting = deque(effect.branches)
+    async def _batch(self, instruction: Batch) -> None:
+        waiting = deque(instruction.branches)
         running: dict[asyncio.Task[Any], int] = {}
         try:
             while waiting or running:
                 while (
                     waiting
-                    and len(running) < effect.max_concurrency
-                    and effect.control.should_continue()
+                    and len(running) < instruction.max_concurrency
+                    and instruction.control.should_continue()
                 ):
                     branch = waiting.popleft()
-                    effect.control.started(branch.index)
+                    instruction.control.started(branch.index)
                     running[asyncio.ensure_future(self.drive(branch.start()))] = branch.index
                 if not running:
                     return
@@ -336,8 +341,8 @@ class AsyncRunner:
                     error = task.exception()
                     if error is not None:
                         raise error
-                    effect.control.finished(index, task.result())
-                if not effect.control.should_continue():
+                    instruction.control.finished(index, task.result())
+                if not instruction.control.should_continue():
                     return
         finally:
             for task in running:

@@ -14,8 +14,8 @@ from relayflow.protocol import (
     StepJournalEntry,
     Waitpoint,
 )
-from relayflow.sdk.effects import Call, Op, Pause
 from relayflow.sdk.failures import serialize_error, step_failure
+from relayflow.sdk.instructions import Call, Op, Pause
 from relayflow.sdk.overruns import ABANDONED, OVERRUNS, Overrun, overrun_grace_ms
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step

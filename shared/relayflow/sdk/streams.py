@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 from relayflow.protocol import StreamChunk, StreamCompletion, StreamEncoding
-from relayflow.sdk.effects import Call, Op
 from relayflow.sdk.failures import rehydrate_error, serialize_error
+from relayflow.sdk.instructions import Call, Op
 from relayflow.sdk.scope import ContextCore, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import dump_value
 

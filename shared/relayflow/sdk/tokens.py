@@ -10,8 +10,8 @@ from relayflow import token_ids
 from relayflow.errors import ConditionCheckError, TokenFailedError, WaitTimeoutError
 from relayflow.protocol import StepJournalEntry, Waitpoint
 from relayflow.sdk.durations import Duration, parse_duration, parse_optional_duration
-from relayflow.sdk.effects import Call, Op
 from relayflow.sdk.failures import rehydrate_error, serialize_error
+from relayflow.sdk.instructions import Call, Op
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import ContextCore, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_value, load_value

@@ -18,7 +18,7 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
 from relayflow.core.waits import reconcile_time
 from relayflow.dispatch.inline import InlineDispatcher
-from relayflow.drivers import Delivery, WorkflowDriver
+from relayflow.drivers import DeliveryResult, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.ports import (
@@ -342,28 +342,28 @@ class WorkflowTestEnv:
 
     def send_event(
         self, run_id: str, event_type: str, payload: Any = None, **options: Any
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Send an event to a run (``event_id=``, ``metadata=``)."""
         return self.driver.send_event(run_id, event_type, payload, **options)
 
-    def signal(self, run_id: str, name: str, payload: Any = None) -> Delivery:
+    def signal(self, run_id: str, name: str, payload: Any = None) -> DeliveryResult:
         """Send a signal to a run."""
         return self.driver.send_signal(run_id, name, payload)
 
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None
-    ) -> Delivery:
+    ) -> DeliveryResult:
         """Complete a token; a generated id locates its run, an authored one is looked up
         among pending waits unless ``run_id`` is given."""
         return self.driver.complete_token(
             token_id, payload, run_id=self._token_run(token_id, run_id)
         )
 
-    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery:
+    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> DeliveryResult:
         """Fail a token with ``error`` (an exception, a message or an error dict)."""
         return self.driver.fail_token(token_id, error, run_id=self._token_run(token_id, run_id))
 
-    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery:
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> DeliveryResult:
         """Heartbeat a token wait."""
         return self.driver.heartbeat_token(token_id, run_id=self._token_run(token_id, run_id))
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.views import RunDetail
-from relayflow.drivers import Delivery, WorkflowDriver
+from relayflow.drivers import DeliveryResult, WorkflowDriver
 
 
 class DriverHarness(Protocol):
@@ -29,17 +29,19 @@ class DriverHarness(Protocol):
 
     def send_event(
         self, run_id: str, event_type: str, payload: Any = None, **options: Any
-    ) -> Delivery: ...
+    ) -> DeliveryResult: ...
 
-    def signal(self, run_id: str, name: str, payload: Any = None) -> Delivery: ...
+    def signal(self, run_id: str, name: str, payload: Any = None) -> DeliveryResult: ...
 
     def complete_token(
         self, token_id: str, payload: Any = None, *, run_id: str | None = None
-    ) -> Delivery: ...
+    ) -> DeliveryResult: ...
 
-    def fail_token(self, token_id: str, error: Any, *, run_id: str | None = None) -> Delivery: ...
+    def fail_token(
+        self, token_id: str, error: Any, *, run_id: str | None = None
+    ) -> DeliveryResult: ...
 
-    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> Delivery: ...
+    def heartbeat_token(self, token_id: str, *, run_id: str | None = None) -> DeliveryResult: ...
 
     def cancel(
         self, run_id: str, reason: str | None = None, compensate: bool = False

@@ -4,6 +4,6 @@ This package is the only one that imports boto3/botocore; clients are created la
 :class:`~relayflow.adapters.aws.clients.AwsClients`, so tests can inject moto-backed ones.
 """
 
-from relayflow.adapters.aws.driver import build_aws_driver
+from relayflow.adapters.aws.wiring import build_aws_driver
 
 __all__ = ["build_aws_driver"]

@@ -44,7 +44,7 @@ from relayflow.core.views import (
     TIMELINE_VALUE_CAP_BYTES,
     RunDetail,
 )
-from relayflow.drivers import Delivery, replay_answer
+from relayflow.drivers import DeliveryResult, replay_answer
 from relayflow.errors import ValidationError
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
@@ -255,7 +255,9 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
         return run_view(run)
 
-    def delivered(delivery: Delivery, claim: idempotency.Claim | None = None) -> InjectionView:
+    def delivered(
+        delivery: DeliveryResult, claim: idempotency.Claim | None = None
+    ) -> InjectionView:
         observe(delivery.run)
         if claim is not None:
             # What the driver answers a repeat of the id with, should one come to it directly.

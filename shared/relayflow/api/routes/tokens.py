@@ -25,7 +25,7 @@ from relayflow.api.context import ApiContext
 from relayflow.api.models import CompleteTokenRequest, FailTokenRequest, InjectionView
 from relayflow.api.responses import BODY_ERRORS, declare
 from relayflow.api.views import injection_view
-from relayflow.drivers import Delivery
+from relayflow.drivers import DeliveryResult
 
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -43,7 +43,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     backend = Backend(ctx.driver, ctx.admin)
     responses = declare(200, InjectionView, "the run after the delivery", *BODY_ERRORS, 404, 409)
 
-    def delivered(delivery: Delivery) -> InjectionView:
+    def delivered(delivery: DeliveryResult) -> InjectionView:
         ctx.logger.append_keys(run_id=delivery.run.id, workflow_id=delivery.run.workflow_id)
         return injection_view(delivery)
 

@@ -28,7 +28,7 @@ _MISSING = object()
 def wake_index(record: RunRecord, old: RunSnapshot) -> int | None:
     """The wake time the header gives the sweeper's index.
 
-    A run saved while a driver holds its lease to run an invocation keeps the entry it had:
+    A run saved while a holder has its lease to run an invocation keeps the entry it had:
     the sweeper skips runs whose lease is live and recovers them once it expired, so the
     entry changes only when the run parks or ends (one index write per wait, not three).
     """
@@ -42,7 +42,7 @@ def wake_index(record: RunRecord, old: RunSnapshot) -> int | None:
 def due_at(record: RunRecord, index_wake: int) -> int:
     """When the sweeper should look at the run: its wake time, and never before its lease
     ends. The header holds it exactly; the index keeps only its bucket (and, for a run in
-    flight, the bucket it had), so a run whose driver is alive is never due for the sweeper
+    flight, the bucket it had), so a run whose holder is alive is never due for the sweeper
     however many such runs share a bucket."""
     due = index_wake if record.wake_at is None else record.wake_at
     if record.lease is not None:

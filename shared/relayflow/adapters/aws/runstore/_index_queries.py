@@ -170,7 +170,7 @@ class RunIndexReader:
 
         The index is sorted by wake-time bucket and projects nothing else (a run parking
         again in the same bucket leaves its entry alone, and a run in flight keeps the entry
-        it had when its driver took it): the exact wake times come from the headers (one
+        it had when its holder took it): the exact wake times come from the headers (one
         eventually consistent read per candidate). Each shard is read, whole buckets at a
         time, until it has given ``limit`` due runs or reached the bucket holding
         ``before_ms``, so entries of runs in flight (whose header wake time is their

@@ -18,22 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayflow._aliases import renamed
-from relayflow.errors import RelayflowError
+from relayflow.errors import IdempotencyKeyReusedError as IdempotencyKeyReusedError
+from relayflow.errors import RequestInProgressError as RequestInProgressError
 from relayflow.ports import Clock, DeliveryLog
 
 DAY_MS = 86_400_000
-
-
-class IdempotencyKeyReusedError(RelayflowError):
-    """A delivery id came back with different content than its first use (HTTP 422)."""
-
-    code = "idempotency_key_reused"
-
-
-class RequestInProgressError(RelayflowError):
-    """The first request with this delivery id has not answered yet (HTTP 409; retry)."""
-
-    code = "request_in_progress"
 
 
 def run_scope(run_id: str) -> str:

@@ -1,12 +1,19 @@
-"""The whole exception tree of relayflow.
+"""The exception tree of relayflow.
 
 User-facing errors derive from :class:`RelayflowError`. Control-flow signals that must never be
 caught by user code (suspending a body, cancelling it) derive from ``BaseException`` instead.
-This module imports nothing else from relayflow.
+This module imports nothing else from relayflow, so every error that needs nothing else lives
+here (the modules that raise them re-export them under their former paths). The exceptions
+that do need more stay with what they need: the AWS-bound ones in
+:mod:`relayflow.adapters.aws.errors` (``AwsServiceError``, ``AwsRefusedError``), the HTTP
+API's in :mod:`relayflow.api.errors`, the command line's in :mod:`relayflow.cli`, and
+``RequestReplayedError`` (its code is a wire constant of :mod:`relayflow.protocol`) in
+:mod:`relayflow.dispatch.replay`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 USER_ERROR = "USER_ERROR"
@@ -327,6 +334,144 @@ class StorageRefusedError(RelayflowError):
     transient = False
 
 
+# ---- Delivery ids and Idempotency-Keys -----------------------------------------------------------
+
+
+class IdempotencyKeyReusedError(RelayflowError):
+    """A delivery id came back with different content than its first use (HTTP 422)."""
+
+    code = "idempotency_key_reused"
+
+
+class RequestInProgressError(RelayflowError):
+    """The first request with this delivery id has not answered yet (HTTP 409; retry)."""
+
+    code = "request_in_progress"
+
+
+# ---- Event routing: predicates, input mappers, filters, manifests, ingest ------------------------
+
+
+class PredicateEvalError(RelayflowError):
+    """A ``where`` predicate is malformed and cannot be evaluated.
+
+    Evaluation never fails on data (a missing path is simply "no value"); this error means
+    the predicate itself has a bad shape. The router turns it into a ``where_eval_error`` skip.
+    """
+
+    code = "where_eval_error"
+
+
+class InputMapperError(RelayflowError):
+    """An input mapper is malformed and cannot project a workflow input.
+
+    The router turns it into an ``input_projection_error`` skip.
+    """
+
+    code = "input_projection_error"
+
+
+class EventFilterCompileError(RelayflowError):
+    """An event filter declaration was refused at ``trigger_on`` / ``compile_filter`` time.
+
+    Attributes:
+        errors: The validator's messages (empty when the declaration itself is malformed).
+    """
+
+    code = "event_filter_invalid"
+
+    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(message, data={"errors": list(errors)})
+        self.errors: list[str] = list(errors)
+
+
+class ManifestValidationError(RelayflowError):
+    """A manifest was refused at registration (the store fails closed).
+
+    Attributes:
+        errors: One message per problem found, in manifest order.
+    """
+
+    code = "invalid_manifest"
+
+    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(message, data={"errors": list(errors)})
+        self.errors: list[str] = list(errors)
+
+
+class InvalidEventError(RelayflowError):
+    """An ingest request body or event envelope failed validation (HTTP 400 ``invalid_body``).
+
+    The message is the reference's text for the first rule that failed.
+    """
+
+    code = "invalid_body"
+
+
+class EventTooLargeError(RelayflowError):
+    """An event envelope is larger than the ingest cap (HTTP 413 ``payload_too_large``).
+
+    Attributes:
+        size: The envelope's size in bytes (UTF-8 of its JSON text).
+        limit: The cap in bytes.
+    """
+
+    code = "payload_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"event envelope is {size} bytes; the limit is {limit} bytes",
+            data={"size": size, "limit": limit},
+        )
+        self.size = size
+        self.limit = limit
+
+
+# ---- Step hosts: signed requests and checkpoint capabilities -------------------------------------
+
+
+class ReplayRecordFullError(RelayflowError):
+    """The record of accepted signatures is full of unexpired ones (HTTP 503): the host
+    refuses new requests rather than forget one early; the dispatcher retries later."""
+
+    code = "replay_record_full"
+
+
+class SignatureError(RelayflowError):
+    """A step request's signature is missing, malformed, stale or wrong (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class CapabilityForbiddenError(RelayflowError):
+    """A valid capability used for another run or a slot before its first (HTTP 403)."""
+
+    code = "checkpoint_forbidden"
+
+
+# ---- Payloads and inboxes ------------------------------------------------------------------------
+
+
+class PayloadNotFoundError(RelayflowError):
+    """A payload pointer names data the payload store does not hold."""
+
+    code = "payload_not_found"
+    category = RUNTIME_ERROR
+
+
+class PayloadIntegrityError(RelayflowError):
+    """Stored payload bytes do not match the digest their reference names."""
+
+    code = "payload_corrupt"
+    category = RUNTIME_ERROR
+
+
+class InboxFullError(RelayflowError):
+    """The run's inbox of early injections is full; the injection was refused."""
+
+    code = "inbox_full"
+
+
 class CheckpointFencedSignal(BaseException):
     """Raised in a step host whose checkpoint was refused: another driver holds the run now.
 
@@ -353,3 +498,11 @@ class HostCrashSignal(BaseException):
 
 class CompensateRequestedSignal(BaseException):
     """Raised by ``ctx.compensate()``: the body stops and every registered compensation runs."""
+
+
+class DriveAbandoned(BaseException):
+    """Raised by a dispatcher when the process that drives the run died mid-invocation.
+
+    The engine stops at once without saving anything (the lease stays with the dead holder
+    until it expires); recovery re-drives from the last saved record, as the sweeper does.
+    """

@@ -13,7 +13,9 @@ import json
 import re
 from typing import Any
 
-from relayflow.errors import RUNTIME_ERROR, RelayflowError, ValidationError
+from relayflow.errors import PayloadIntegrityError as PayloadIntegrityError
+from relayflow.errors import PayloadNotFoundError as PayloadNotFoundError
+from relayflow.errors import ValidationError
 from relayflow.ports import PayloadStore
 
 POINTER_KEY = "$relayflowPayload"
@@ -21,20 +23,6 @@ DEFAULT_INLINE_CAP = 32 * 1024
 #: Every payload reference is ``sha256:<hex digest of the bytes>``, whatever the store.
 REF_PREFIX = "sha256:"
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
-
-
-class PayloadNotFoundError(RelayflowError):
-    """A payload pointer names data the payload store does not hold."""
-
-    code = "payload_not_found"
-    category = RUNTIME_ERROR
-
-
-class PayloadIntegrityError(RelayflowError):
-    """Stored payload bytes do not match the digest their reference names."""
-
-    code = "payload_corrupt"
-    category = RUNTIME_ERROR
 
 
 #: The payload store cannot give a value: gone, or not the bytes its reference names.

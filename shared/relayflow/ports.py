@@ -11,6 +11,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from relayflow.errors import DriveAbandoned as DriveAbandoned
+
 if TYPE_CHECKING:
     from relayflow.core.record import InboxItem, RunRecord
     from relayflow.core.views import UnavailableValue
@@ -217,14 +219,6 @@ def offering_checkpoints(log: CheckpointWriter | None) -> Iterator[None]:
 def offered_checkpoints() -> CheckpointWriter | None:
     """The checkpoint log of the engine dispatching in this thread, if any."""
     return _ENGINE_CHECKPOINTS.get()
-
-
-class DriveAbandoned(BaseException):
-    """Raised by a dispatcher when the process that drives the run died mid-invocation.
-
-    The engine stops at once without saving anything (the lease stays with the dead holder
-    until it expires); recovery re-drives from the last saved record, as the sweeper does.
-    """
 
 
 @dataclass(frozen=True)

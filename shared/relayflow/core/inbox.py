@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from relayflow.core.matching import matches
 from relayflow.core.record import InboxItem, InjectionKind, RunRecord
-from relayflow.errors import RelayflowError
+from relayflow.errors import InboxFullError as InboxFullError
 from relayflow.protocol import (
     SerializedError,
     Waitpoint,
@@ -22,12 +22,6 @@ from relayflow.protocol import (
 
 InjectionOutcome = Literal["deliver", "complete", "fail", "heartbeat"]
 _KEY_FIELD = {"EVENT": "eventType", "SIGNAL": "signalName", "MANUAL": "tokenId"}
-
-
-class InboxFullError(RelayflowError):
-    """The run's inbox of early injections is full; the injection was refused."""
-
-    code = "inbox_full"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from relayflow.clock import wall_s
 from relayflow.dispatch.signing import SignatureError
-from relayflow.errors import RelayflowError
+from relayflow.errors import CapabilityForbiddenError as CapabilityForbiddenError
 
 if TYPE_CHECKING:
     from relayflow.config import Settings
@@ -30,12 +30,6 @@ CAPABILITY_HEADER = "x-relayflow-checkpoint-capability"
 #: The longest a capability lives, whatever the request's deadline (a drive's 15 minutes).
 MAX_LIFETIME_MS = 900_000
 _CONTEXT = b"relayflow-checkpoint-v1"
-
-
-class CapabilityForbiddenError(RelayflowError):
-    """A valid capability used for another run or a slot before its first (HTTP 403)."""
-
-    code = "checkpoint_forbidden"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import threading
 from collections import deque
 
 from relayflow.errors import RelayflowError
+from relayflow.errors import ReplayRecordFullError as ReplayRecordFullError
 from relayflow.protocol import NO_DEADLINE, REQUEST_REPLAYED
 
 #: Signatures kept at most: at 48 bytes of MAC and bound each (plus the dict's own), about
@@ -31,13 +32,6 @@ class RequestReplayedError(RelayflowError):
     """A step host already accepted this signed request (HTTP 409)."""
 
     code = REQUEST_REPLAYED
-
-
-class ReplayRecordFullError(RelayflowError):
-    """The record of accepted signatures is full of unexpired ones (HTTP 503): the host
-    refuses new requests rather than forget one early; the dispatcher retries later."""
-
-    code = "replay_record_full"
 
 
 class AcceptedSignatures:

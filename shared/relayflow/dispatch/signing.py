@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from relayflow.clock import wall_s
-from relayflow.errors import RelayflowError, ValidationError
+from relayflow.errors import SignatureError as SignatureError
+from relayflow.errors import ValidationError
 
 RELAYFLOW_SIGNATURE_HEADER = "x-relayflow-signature"
 VOYANT_SIGNATURE_HEADER = "x-voyant-dispatch-auth"
@@ -36,12 +37,6 @@ SigningMode = Literal["relayflow", "voyant"]
 _HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 #: Unix seconds as a signer writes them: ASCII digits without a leading zero.
 _TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,17}")
-
-
-class SignatureError(RelayflowError):
-    """A step request's signature is missing, malformed, stale or wrong (HTTP 401)."""
-
-    code = "unauthorized"
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:

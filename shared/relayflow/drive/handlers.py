@@ -27,19 +27,14 @@ def make_drive_handler(
     """The drive function: alarms, hand-offs and schedule firings, directly or as SQS
     batches (see :mod:`relayflow.drive.events`), within ``drive_budget_ms`` capped by the
     function's remaining time less ``lambda_margin_ms``."""
-    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-drive"))
-    driver = Lazy(lambda: _observed(factory(), sink.get()))
-
-    def handler(event: Any, context: Any) -> dict[str, Any]:
-        engine = driver.get().engine
-        config = settings()
-        try:
-            with engine.budget(config.budget_ms(config.drive_budget_ms, context)):
-                return handle_drive_event(driver.get(), event, context, sink.get())
-        finally:
-            sink.get().flush()
-
-    return handler
+    return _budgeted(
+        factory,
+        metrics=metrics,
+        settings=settings,
+        service="relayflow-drive",
+        budget_ms=lambda config: config.drive_budget_ms,
+        work=handle_drive_event,
+    )
 
 
 def make_sweeper_handler(
@@ -50,19 +45,46 @@ def make_sweeper_handler(
 ) -> Handler:
     """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead holder),
     within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
-    sink = Lazy(lambda: metrics or EmfMetrics(service="relayflow-sweeper"))
+    sweep = _budgeted(
+        factory,
+        metrics=metrics,
+        settings=settings,
+        service="relayflow-sweeper",
+        budget_ms=lambda config: config.sweep_budget_ms,
+        work=lambda driver, event, context, sink: {"swept": driver.engine.sweep()},
+    )
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        result = sweep(event, context)
+        _log.info("sweep finished", extra={"runs": len(result["swept"])})
+        return result
+
+    return handler
+
+
+def _budgeted(
+    factory: Callable[[], WorkflowDriver],
+    *,
+    metrics: MetricsSink | None,
+    settings: Callable[[], Settings],
+    service: str,
+    budget_ms: Callable[[Settings], int],
+    work: Callable[[WorkflowDriver, Any, Any, MetricsSink], dict[str, Any]],
+) -> Callable[[Any, Any], dict[str, Any]]:
+    """A function's handler: ``work`` on the driver (built on first use, its engine counting
+    into the metrics sink) within ``budget_ms`` capped by the function's remaining time less
+    the margin; the metrics are flushed after every event, whatever happened."""
+    sink = Lazy(lambda: metrics or EmfMetrics(service=service))
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
         engine = driver.get().engine
         config = settings()
         try:
-            with engine.budget(config.budget_ms(config.sweep_budget_ms, context)):
-                swept = engine.sweep()
+            with engine.budget(config.budget_ms(budget_ms(config), context)):
+                return work(driver.get(), event, context, sink.get())
         finally:
             sink.get().flush()
-        _log.info("sweep finished", extra={"runs": len(swept)})
-        return {"swept": swept}
 
     return handler
 

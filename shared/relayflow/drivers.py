@@ -18,7 +18,6 @@ from relayflow.core.views import RunDetail
 from relayflow.deliveries import (
     DAY_MS,
     DeliveryIdClaims,
-    IdempotencyKeyReusedError,
     delivery_fingerprint,
     delivery_key,
     run_scope,
@@ -26,6 +25,7 @@ from relayflow.deliveries import (
 from relayflow.engine import Engine
 from relayflow.errors import (
     DriverShutdownError,
+    IdempotencyKeyReusedError,
     RelayflowError,
     RunNotFoundError,
     TokenNotFoundError,

@@ -9,7 +9,7 @@ import pytest
 from api_harness import Api, make_api
 
 from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilitySigner
-from relayflow.dispatch.signing import SignatureError
+from relayflow.errors import SignatureError
 from relayflow.protocol import CheckpointEntry, StepJournalEntry
 from relayflow.testing import WorkflowTestEnv
 

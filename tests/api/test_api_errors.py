@@ -12,9 +12,9 @@ from apigw import FakeLambdaContext, decode, http_event
 from relayflow.api.app import create_app
 from relayflow.api.auth import StaticTokenAuth
 from relayflow.api.metrics import RecordingMetrics
-from relayflow.core.inbox import InboxFullError
 from relayflow.errors import (
     DriverShutdownError,
+    InboxFullError,
     NotParkedError,
     RelayflowError,
     RunTerminalError,

@@ -13,12 +13,10 @@ from aws_fakes import DictStore
 
 from relayflow.adapters.aws.errors import AwsServiceError
 from relayflow.adapters.aws.payloads import S3PayloadStore
-from relayflow.errors import ValidationError
+from relayflow.errors import PayloadIntegrityError, PayloadNotFoundError, ValidationError
 from relayflow.payloads import (
     POINTER_KEY,
     PayloadCodec,
-    PayloadIntegrityError,
-    PayloadNotFoundError,
     encode_value,
     is_pointer,
     offload,

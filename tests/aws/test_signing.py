@@ -13,13 +13,12 @@ from relayflow.dispatch.signing import (
     RELAYFLOW_SIGNATURE_HEADER,
     VOYANT_SIGNATURE_HEADER,
     RequestSigner,
-    SignatureError,
     sign_relayflow,
     sign_voyant,
     verify_relayflow,
     verify_voyant,
 )
-from relayflow.errors import ValidationError
+from relayflow.errors import SignatureError, ValidationError
 
 SECRET = "topsecret"
 BODY = b'{"protocolVersion":1,"runId":"r1","note":"caf\xc3\xa9"}'

@@ -14,8 +14,7 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.memory import InMemoryPayloadStore
 from relayflow.config import Settings
-from relayflow.errors import ValidationError
-from relayflow.payloads import PayloadNotFoundError
+from relayflow.errors import PayloadNotFoundError, ValidationError
 from relayflow.ports import PayloadStore
 from tests.moto_support import moto_backend, use_fake_credentials
 

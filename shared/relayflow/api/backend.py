@@ -12,8 +12,7 @@ from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
 from relayflow.drivers import DeliveryResult, WorkflowDriver
-from relayflow.errors import RelayflowError, RunNotFoundError
-from relayflow.events.errors import InvalidEventError
+from relayflow.errors import InvalidEventError, RelayflowError, RunNotFoundError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
 

@@ -13,10 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from relayflow.core.effects import Effect, Transition
-from relayflow.core.inbox import InboxFullError, Injection, InjectionResult, is_seen
+from relayflow.core.inbox import Injection, InjectionResult, is_seen
 from relayflow.core.interventions import inject
 from relayflow.core.record import InboxItem, RunRecord
 from relayflow.core.settings import CoreSettings
+from relayflow.errors import InboxFullError
 from relayflow.protocol import WaitpointResolution
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from relayflow.clock import wall_s
-from relayflow.dispatch.signing import SignatureError
 from relayflow.errors import CapabilityForbiddenError as CapabilityForbiddenError
+from relayflow.errors import SignatureError
 
 if TYPE_CHECKING:
     from relayflow.config import Settings

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from relayflow.errors import HostCrashSignal
-from relayflow.ports import Clock, DriveAbandoned, offered_checkpoints
+from relayflow.errors import DriveAbandoned, HostCrashSignal
+from relayflow.ports import Clock, offered_checkpoints
 
 
 class StepHandler(Protocol):

@@ -10,7 +10,7 @@ from typing import Any
 
 from relayflow.core.checkpoints import cancel_entry
 from relayflow.core.effects import Effect, Transition
-from relayflow.core.inbox import InboxFullError, Injection, InjectionResult
+from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, inject, on_alarm
 from relayflow.core.pending import result_in, take
 from relayflow.core.record import RunRecord
@@ -19,13 +19,15 @@ from relayflow.engine._base import MAX_RACES, Work
 from relayflow.engine._invocation import InvocationCycle
 from relayflow.errors import (
     CheckpointSlotTakenError,
+    DriveAbandoned,
+    InboxFullError,
     RelayflowError,
     RunAlreadyExistsError,
     RunNotFoundError,
     StaleRunError,
     ValidationError,
 )
-from relayflow.ports import DriveAbandoned, PendingDeliveries
+from relayflow.ports import PendingDeliveries
 
 _log = logging.getLogger("relayflow.engine")
 

@@ -4,20 +4,20 @@ Canonical JSON and hashes, event ids, the ``where`` predicate and input mapper D
 filters (``trigger_on``), manifests and their retention, the router and event ingest.
 """
 
-from relayflow.events.canonical import (
-    canonical_json,
-    filter_hash,
-    sha256_hex,
-    short_hash,
-    wire_json,
-)
-from relayflow.events.errors import (
+from relayflow.errors import (
     EventFilterCompileError,
     EventTooLargeError,
     InputMapperError,
     InvalidEventError,
     ManifestValidationError,
     PredicateEvalError,
+)
+from relayflow.events.canonical import (
+    canonical_json,
+    filter_hash,
+    sha256_hex,
+    short_hash,
+    wire_json,
 )
 from relayflow.events.event_id import derive_event_id, effective_event_id
 from relayflow.events.filters import (

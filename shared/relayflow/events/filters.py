@@ -11,8 +11,8 @@ import copy
 import threading
 from typing import Any
 
+from relayflow.errors import EventFilterCompileError
 from relayflow.events.canonical import canonical_json, filter_hash
-from relayflow.events.errors import EventFilterCompileError
 from relayflow.events.input_mapper import validate_input_mapper
 from relayflow.events.jsvalue import MISSING, is_js_object, js_typeof
 from relayflow.events.predicate import validate_predicate

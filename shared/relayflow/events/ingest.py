@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relayflow.errors import EventTooLargeError, InvalidEventError
 from relayflow.events.canonical import wire_json
-from relayflow.events.errors import EventTooLargeError, InvalidEventError
 from relayflow.events.event_id import effective_event_id
 from relayflow.events.jsvalue import MISSING, is_js_object
 from relayflow.events.manifest import ENVIRONMENTS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relayflow.events.errors import InputMapperError
+from relayflow.errors import InputMapperError
 from relayflow.events.jsvalue import (
     MISSING,
     has_property,

@@ -9,9 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from relayflow.clock import wall_ms
-from relayflow.errors import ValidationError
+from relayflow.errors import ManifestValidationError, ValidationError
 from relayflow.events.canonical import short_hash
-from relayflow.events.errors import ManifestValidationError
 from relayflow.events.filters import registered_filters
 from relayflow.events.input_mapper import validate_input_mapper
 from relayflow.events.jsvalue import MISSING, is_number

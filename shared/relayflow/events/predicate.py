@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from relayflow.errors import PredicateEvalError
 from relayflow.events.canonical import wire_json
-from relayflow.events.errors import PredicateEvalError
 from relayflow.events.jsvalue import (
     MISSING,
     has_property,

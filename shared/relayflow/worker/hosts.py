@@ -18,12 +18,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from relayflow.dispatch.replay import (
-    AcceptedSignatures,
-    ReplayRecordFullError,
-    RequestReplayedError,
-)
-from relayflow.dispatch.signing import RequestSigner, SignatureError, SigningMode
+from relayflow.dispatch.replay import AcceptedSignatures, RequestReplayedError
+from relayflow.dispatch.signing import RequestSigner, SigningMode
+from relayflow.errors import ReplayRecordFullError, SignatureError
 from relayflow.payloads import PayloadCodec
 from relayflow.ports import CheckpointWriter, PayloadStore
 from relayflow.protocol import strict_json_loads

@@ -20,8 +20,8 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.trigger import TriggerSpec
 from relayflow.core.waits import reconcile_time
 from relayflow.engine import Engine
-from relayflow.errors import ValidationError
-from relayflow.ports import DispatcherResolver, DriveAbandoned, RunPage, RunQuery
+from relayflow.errors import DriveAbandoned, ValidationError
+from relayflow.ports import DispatcherResolver, RunPage, RunQuery
 
 START = 1_000_000
 LEASE = 30_000

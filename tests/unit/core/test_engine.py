@@ -16,8 +16,8 @@ from relayflow.core.record import Lease, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine import Engine
-from relayflow.errors import DispatchError, RunTerminalError
-from relayflow.ports import DispatcherResolver, DriveAbandoned
+from relayflow.errors import DispatchError, DriveAbandoned, RunTerminalError
+from relayflow.ports import DispatcherResolver
 
 Host = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 

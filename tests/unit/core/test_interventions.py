@@ -7,13 +7,13 @@ from core_builders import T0, fresh_run, respond, waiting, wp
 
 import relayflow.core.interventions as interventions
 from relayflow.core.effects import ArmAlarm, CancelChildren, ChildOutcome, Dispatch, ResumeParent
-from relayflow.core.inbox import InboxFullError, Injection
+from relayflow.core.inbox import Injection
 from relayflow.core.interventions import cancel, child_ended, inject, on_alarm
 from relayflow.core.pending import take
 from relayflow.core.record import ParentLink, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.transitions import apply_response, begin_invocation
-from relayflow.errors import RunTerminalError
+from relayflow.errors import InboxFullError, RunTerminalError
 from relayflow.protocol import SerializedError
 
 S = CoreSettings()

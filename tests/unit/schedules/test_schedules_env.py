@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from relayflow import Schedule, build_manifest, workflow
-from relayflow.errors import ScheduleNotFoundError, ValidationError
-from relayflow.events.errors import ManifestValidationError
+from relayflow.errors import ManifestValidationError, ScheduleNotFoundError, ValidationError
 from relayflow.events.manifest import manifest_version_id
 from relayflow.schedules.times import iso_utc
 from relayflow.testing import WorkflowTestEnv

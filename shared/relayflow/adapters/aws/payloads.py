@@ -7,13 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws.errors import error_code, is_aws_error, translate
-from relayflow.payloads import (
-    REF_PREFIX,
-    PayloadIntegrityError,
-    PayloadNotFoundError,
-    payload_ref,
-    ref_digest,
-)
+from relayflow.errors import PayloadIntegrityError, PayloadNotFoundError
+from relayflow.payloads import REF_PREFIX, payload_ref, ref_digest
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from relayflow.payloads import PayloadNotFoundError, payload_ref, ref_digest
+from relayflow.errors import PayloadNotFoundError
+from relayflow.payloads import payload_ref, ref_digest
 
 
 class InMemoryPayloadStore:

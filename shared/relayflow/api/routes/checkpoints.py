@@ -20,9 +20,8 @@ from relayflow.api.context import ApiContext
 from relayflow.api.errors import ApiError, describe_validation_errors
 from relayflow.api.models import CheckpointStoredView, documented_body
 from relayflow.api.responses import BODY_ERRORS, declare
-from relayflow.dispatch.capabilities import CAPABILITY_HEADER, CapabilityForbiddenError
-from relayflow.dispatch.signing import SignatureError
-from relayflow.errors import CheckpointSlotTakenError
+from relayflow.dispatch.capabilities import CAPABILITY_HEADER
+from relayflow.errors import CapabilityForbiddenError, CheckpointSlotTakenError, SignatureError
 from relayflow.ports import CheckpointLog
 from relayflow.protocol import CheckpointEntry
 

@@ -29,15 +29,13 @@ from relayflow._aliases import renamed
 from relayflow.api.errors import ApiError
 from relayflow.deliveries import (
     DeliveryIdClaims,
-    IdempotencyKeyReusedError,
     Replay,
-    RequestInProgressError,
     delivery_fingerprint,
     delivery_key,
     fingerprint,
     run_scope,
 )
-from relayflow.errors import RelayflowError
+from relayflow.errors import IdempotencyKeyReusedError, RelayflowError, RequestInProgressError
 
 HEADER = "idempotency-key"
 REPLAYED_HEADER = "Idempotent-Replayed"

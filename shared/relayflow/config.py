@@ -181,8 +181,8 @@ class Settings:
         "RELAYFLOW_LEASE",
         60_000,
         duration_ms,
-        "How long a driver's lease on a run lasts unrenewed; renewed every third of it while "
-        "an invocation is in flight, so a run whose driver died is free again this long after "
+        "How long a holder's lease on a run lasts unrenewed; renewed every third of it while "
+        "an invocation is in flight, so a run whose holder died is free again this long after "
         "the crash at most",
     )
     lease_grace_ms: int = setting(

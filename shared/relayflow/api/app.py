@@ -276,7 +276,7 @@ def create_app(
         deliveries: Where ``Idempotency-Key``s are claimed (the driver's by default).
         hand_off: Never drive runs in this process: a run that needs driving is handed to
             the drive function and the request waits up to the inline budget for it to
-            settle (the deployed api function; see README "Time limits").
+            settle (the deployed api function; see docs/operations/limits.md).
         inline_budget_ms: How long a request drives (or waits for) its run, at most.
         checkpoint_capabilities: Verifies HTTP step hosts' checkpoint capabilities (built
             from the dispatch signing secret); None refuses every checkpoint call.

@@ -37,7 +37,7 @@ def build_app_from_env(
     """The HTTP API of this deployment: AWS driver, auth and CORS from ``env``.
 
     The api function drives nothing itself: a run that needs driving is handed to the drive
-    function, and a new run is waited for up to the inline budget (README "Time limits").
+    function, and a new run is waited for up to the inline budget (docs/operations/limits.md).
     """
     api = ApiSettings.from_env(env)
     settings = Settings.from_env(env)

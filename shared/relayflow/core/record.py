@@ -1,7 +1,8 @@
 """The run record: everything the orchestrator keeps about one run, stored as one document.
 
-Reference §3.1 fields plus the fixes of DESIGN §4.9 (version, lease, inbox, wake time,
-applied metadata ids, compensation reports, timeout deadline, operations count, children).
+The fields of the reference runtime's run record (docs/reference/reference-runtime.md), plus
+what serialized, conditional updates need (version, lease, inbox, wake time, applied
+metadata ids, compensation reports, timeout deadline, operations count, children).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class RunRecord(RecordModel):
     tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
     run_number: int = 1
     idempotency_key: str | None = None
-    # Fixes of DESIGN §4.9 and §8.
+    # Beyond the reference runtime's record: what conditional, serialized updates need.
     version: int = 0
     lease: Lease | None = None
     dirty: bool = False

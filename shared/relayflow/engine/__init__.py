@@ -1,7 +1,8 @@
 """Drives runs: load -> transition -> conditional save -> effects, retrying lost races.
 
 One holder at a time per run has its lease (owner, expiry); whoever changes a leased run
-leaves a dirty mark so the holder looks again before it lets go (DESIGN §8). Events and
+leaves a dirty mark so the holder looks again before it lets go (a change made while the run
+is held is never lost when the holder saves and lets go). Events and
 signals are stored on their own first (``ports.PendingDeliveries``) and taken into the
 record by the run's holder, or by the delivery itself when nobody holds the run: concurrent
 deliveries never contend on the run's record while it is driven.

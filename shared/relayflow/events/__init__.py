@@ -1,4 +1,5 @@
-"""Event routing and manifests, byte-compatible with the reference runtime.
+"""Event routing and manifests, byte-compatible with the reference runtime
+(docs/reference/reference-runtime.md).
 
 Canonical JSON and hashes, event ids, the ``where`` predicate and input mapper DSLs, event
 filters (``trigger_on``), manifests and their retention, the router and event ingest.

@@ -1,7 +1,8 @@
 """Deterministic time, randomness and UUIDs for replayed bodies (reference algorithms).
 
 The seed is FNV-1a (32-bit) over the UTF-16 code units of a string; the generator is
-Mulberry32. Both reproduce the reference's Appendix A vectors exactly.
+Mulberry32. Both reproduce the reference runtime's values exactly (the golden vectors in
+tests/vectors/ pin them).
 """
 
 from __future__ import annotations

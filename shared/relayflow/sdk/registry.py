@@ -122,9 +122,9 @@ def workflow(
         tags: Tags copied onto every run.
         description: Free text.
         schedule: One ``Schedule`` (``Schedule.cron/every/at``) or reference-shaped dict, or
-            a list of them; each firing starts a run (see the README's Schedules section).
-        checkpoint: ``"per_step"`` (default) or ``"batched"``; see the README's
-            "Durability" section for what each costs and what a crash re-runs.
+            a list of them; each firing starts a run (see docs/guides/schedules.md).
+        checkpoint: ``"per_step"`` (default) or ``"batched"``; see
+            docs/operations/durability.md for what each costs and what a crash re-runs.
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).

@@ -1,6 +1,6 @@
 """Step host entry points: an AWS Lambda handler and a WSGI app, both checking signatures.
 
-Both check, in the reference's order (§2.2): method (405), signature (401), JSON (400), then
+Both check in the reference runtime's order: method (405), signature (401), JSON (400), then
 hand the request to :func:`relayflow.worker.handle_step_request`. Values over the inline cap
 travel as payload pointers; when a payload store is given, the host resolves them in the
 request and offloads large values of its answer.
@@ -228,7 +228,7 @@ def _settings_host() -> StepHost:
         payload_store = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
     if settings.checkpoint_table:
         # This function writes the per-step checkpoints itself (one conditional PutItem
-        # each) and needs dynamodb:PutItem on the runs table; see the README's "Durability".
+        # each) and needs dynamodb:PutItem on the runs table; see docs/operations/durability.md.
         from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 
         log = DynamoDBCheckpointLog(

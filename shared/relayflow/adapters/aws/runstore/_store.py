@@ -10,8 +10,8 @@ it was. A save that changes no entry, or whose entries fit in the header, is one
 sparse wake-time index serves the sweeper.
 
 The same partition holds the run's checkpoint log (``log#<seq>`` items, written by step hosts
-through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them. The README's
-"Storage layout" lists every item and index.
+through ``checkpoints.DynamoDBCheckpointLog``); this store reads past them.
+docs/operations/storage.md lists every item and index.
 """
 
 from __future__ import annotations

@@ -79,8 +79,13 @@ def resolve_path(path: object, envelope: object) -> Any:
     root = segments[0]
     if not isinstance(root, str) or root not in ROOTS:
         return MISSING
-    value = root_value(envelope, root)
-    for segment in segments[1:]:
+    return walk_path(root_value(envelope, root), segments[1:])
+
+
+def walk_path(value: Any, segments: list[Segment]) -> Any:
+    """Follow parsed ``segments`` from ``value`` the way :func:`resolve_path` does past its
+    root; ``MISSING`` when a step finds nothing."""
+    for segment in segments:
         if value is None or value is MISSING:
             return MISSING
         if isinstance(segment, int):

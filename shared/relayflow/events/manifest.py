@@ -41,6 +41,7 @@ _WORKFLOW_FIELDS = (
     "defaultRuntime",
     "hasCompensation",
     "sourceLocation",
+    "concurrency",
 )
 
 
@@ -71,6 +72,10 @@ def _workflow_entry(item: Any) -> dict[str, Any]:
         declared = getattr(config, "schedules", ())
         if declared:
             fields = {**fields, "schedules": [s.to_manifest() for s in declared]}
+        concurrency = getattr(config, "concurrency", None)
+        wire = concurrency.to_wire() if concurrency is not None else None
+        if wire is not None:
+            fields = {**fields, "concurrency": wire}
     if not isinstance(workflow_id, str) or not workflow_id:
         raise ValidationError(f"a workflow needs a non-empty string id, got {item!r}")
     if isinstance(config, Mapping):
@@ -105,7 +110,10 @@ def build_manifest(
 
     Each workflow becomes the reference's template entry ``{id, version: "v1", steps: [],
     schedules: [], defaultRuntime, hasCompensation: false, sourceLocation}``; dict items may
-    also carry ``inputSchema``, ``outputSchema`` and the template's own fields to override.
+    also carry ``inputSchema``, ``outputSchema``, ``concurrency`` and the template's own fields
+    to override. A registered workflow's ``concurrency`` (with a path key) enters its entry as
+    ``{key?, limit, strategy}``. Like the reference builder, a dict item's ``config`` gives
+    only ``defaultRuntime``: the rest of a reference ``config`` stays out of the manifest.
     Workflows and filters are ordered by id (code-point order, stable; duplicates are kept here
     and refused at registration).
 
@@ -177,7 +185,8 @@ def manifest_errors(manifest: Any) -> list[str]:
     Checks: a dict with ``schemaVersion`` 1; ``workflows`` a list of objects with unique,
     non-empty string ids; ``eventFilters`` a list of objects with unique non-empty string ids,
     non-empty string ``eventType`` and ``targetWorkflowId``, and a ``where``/``input`` (when
-    present, even as null) that pass the validators; ``bindings``/``environments`` objects when
+    present, even as null) that pass the validators; a workflow's ``concurrency`` (when
+    present) a valid ``{key?, limit, strategy?}``; ``bindings``/``environments`` objects when
     present; ``versionId`` absent or equal to :func:`manifest_version_id`.
     """
     if not isinstance(manifest, dict):
@@ -190,6 +199,8 @@ def manifest_errors(manifest: Any) -> list[str]:
     if not isinstance(workflows, list):
         errors.append("workflows: must be a list")
     else:
+        from relayflow.flow.declarations import concurrency_errors
+
         seen_workflows: set[str] = set()
         for i, wf in enumerate(workflows):
             wf_id = wf.get("id") if isinstance(wf, dict) else None
@@ -199,6 +210,11 @@ def manifest_errors(manifest: Any) -> list[str]:
                 errors.append(f"workflows.{i}: duplicate workflow id {wf_id!r}")
             else:
                 seen_workflows.add(wf_id)
+            if isinstance(wf, dict) and "concurrency" in wf:
+                errors.extend(
+                    f"workflows.{i}.concurrency: {problem}"
+                    for problem in concurrency_errors(wf["concurrency"])
+                )
         from relayflow.schedules.spec import schedule_errors
 
         errors.extend(schedule_errors(workflows))

@@ -17,7 +17,6 @@ from typing import Any, Literal, get_args
 from relayflow.flow.errors import FlowControlError
 from relayflow.flow.keys import FlowKey, check_key, key_to_wire
 from relayflow.sdk.durations import Duration, parse_duration
-from relayflow.sdk.waits import epoch_ms
 
 Strategy = Literal["queue", "cancel-in-progress", "cancel-newest", "round-robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -111,6 +110,15 @@ class Concurrency:
             key=fields.get("key"),
             strategy=fields.get("strategy", "queue"),
         )
+
+
+def concurrency_errors(wire: object) -> list[str]:
+    """Why a manifest's ``concurrency`` cannot be used (empty when it can)."""
+    try:
+        Concurrency.from_wire(wire)
+    except FlowControlError as exc:
+        return [exc.message]
+    return []
 
 
 @dataclass(frozen=True)
@@ -281,6 +289,8 @@ class TriggerOptions:
         if self.delay is None:
             return now_ms
         if isinstance(self.delay, datetime):
+            from relayflow.sdk.waits import epoch_ms  # the SDK imports this module
+
             return max(now_ms, epoch_ms(self.delay))
         return now_ms + parse_duration(self.delay)
 

@@ -2,7 +2,8 @@
 
 Paths use the grammar of input mappers (``input.customer.id``, ``event.data.items[0].sku``)
 under two roots: ``input`` (the run's input) and ``event`` (the envelope that triggered the
-run, whose own roots are ``data``, ``metadata``, ``name`` and ``emittedAt``).
+run: ``data``, ``metadata``, ``name``, ``emittedAt``). A path under neither root reads the
+input (``customerId`` is ``input.customerId``).
 """
 
 from __future__ import annotations
@@ -11,29 +12,36 @@ from collections.abc import Callable
 from typing import Any
 
 from relayflow.events.jsvalue import MISSING, format_js_number
-from relayflow.events.paths import parse_path, resolve_path, walk_path
+from relayflow.events.paths import Segment, parse_path, walk_path
 from relayflow.flow.errors import FlowControlError, FlowKeyMissingError
 
 FlowKey = str | Callable[[Any], Any]
 """A key declaration: a path string or a function of the run's input."""
 
-KEY_ROOTS = ("input", "event")
 #: Longest resolved key kept (longer values are refused, not cut).
 MAX_RESOLVED_KEY = 256
 
 
+def _segments(key: str) -> list[Segment]:
+    """The key's path from its root: ``input.a`` and a bare ``a`` both read the input."""
+    segments = parse_path(key)
+    if segments[:1] in (["input"], ["event"]):
+        return segments
+    return ["input", *segments]
+
+
 def check_key(key: object, what: str, *, required: bool) -> None:
-    """Refuse a key that is neither a parseable path under ``input``/``event`` nor a
-    function (nor None, when not ``required``)."""
+    """Refuse a key that is neither a parseable path nor a function (nor None, when not
+    ``required``)."""
     if key is None and not required:
         return
     if callable(key):
         return
-    segments = parse_path(key) if isinstance(key, str) else []
-    if not segments or segments[0] not in KEY_ROOTS or len(segments) < 2:
+    if not isinstance(key, str) or not parse_path(key) or len(_segments(key)) < 2:
         raise FlowControlError(
-            f"{what} must be a path under input or event (such as 'input.customerId' or "
-            f"'event.data.customerId') or a function of the input, got {key!r}"
+            f"{what} must be a path into the input or the event (such as 'customerId', "
+            f"'input.customer.id' or 'event.data.customerId') or a function of the input, "
+            f"got {key!r}"
         )
 
 
@@ -66,9 +74,9 @@ def resolve_key(key: FlowKey, input: Any, event: Any = None, *, what: str = "key
         value = key(input)
         source = f"{what} function"
     else:
-        segments = parse_path(key)
-        if segments[:1] == ["event"]:
-            value = resolve_path(key[len("event.") :], event) if event is not None else MISSING
+        segments = _segments(key)
+        if segments[0] == "event":
+            value = walk_path(event, segments[1:]) if isinstance(event, dict) else MISSING
         else:
             value = walk_path(input, segments[1:])
         source = f"{what} {key!r}"
@@ -76,7 +84,7 @@ def resolve_key(key: FlowKey, input: Any, event: Any = None, *, what: str = "key
     if resolved is None:
         raise FlowKeyMissingError(
             f"{source} found no string or number in the run's "
-            f"{'event' if not callable(key) and key.startswith('event') else 'input'}"
+            f"{'event' if not callable(key) and _segments(key)[0] == 'event' else 'input'}"
         )
     if len(resolved) > MAX_RESOLVED_KEY:
         raise FlowKeyMissingError(

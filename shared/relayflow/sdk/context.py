@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from relayflow.flow.declarations import RateLimit
 from relayflow.sdk import tokens, waits
 from relayflow.sdk.batch import BatchResult, CompletionPolicy, batch_op
 from relayflow.sdk.context_base import StreamWriter, TokenHandle, _BaseContext
@@ -52,6 +53,7 @@ class WorkflowContext(_BaseContext):
         idempotency_key: str | None = None,
         serdes: Serdes | None = None,
         semantics: Semantics = "at_least_once",
+        rate_limit: RateLimit | None = None,
     ) -> Any:
         """Run ``fn(*args)`` once for the run; replays return the journalled result.
 
@@ -67,6 +69,9 @@ class WorkflowContext(_BaseContext):
             serdes: Dumps/loads the result when it is not plain JSON.
             semantics: ``at_most_once`` journals every attempt as started before running it
                 and never re-runs an interrupted attempt (``StepInterruptedError``).
+            rate_limit: A :class:`~relayflow.flow.RateLimit` every attempt reserves a slot
+                of first: the run waits (durably) for its slot, or with ``on_limit="fail"``
+                ``RateLimitedError`` is raised.
 
         Returns:
             The step's result (as JSON, or through ``serdes``).
@@ -74,8 +79,12 @@ class WorkflowContext(_BaseContext):
         Raises:
             StepFailedError: The step failed for good (carries the journalled code/message).
             StepInterruptedError: An at-most-once attempt was interrupted and not retried.
+            RateLimitedError: ``rate_limit`` with ``on_limit="fail"`` found no free slot.
+            RateLimiterMissingError: ``rate_limit`` on a host without a rate limiter.
         """
-        opts = self._step_options(retry, timeout, compensate, idempotency_key, serdes, semantics)
+        opts = self._step_options(
+            retry, timeout, compensate, idempotency_key, serdes, semantics, rate_limit
+        )
         return await self._runner.drive(run_step(self._core, id, fn, args, opts))
 
     async def sleep(self, duration: Duration) -> None:

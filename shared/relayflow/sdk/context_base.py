@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from relayflow.errors import CompensateRequestedSignal
+from relayflow.flow.declarations import RateLimit
+from relayflow.flow.errors import FlowControlError
 from relayflow.sdk import tokens
 from relayflow.sdk.batch import BranchSpec
 from relayflow.sdk.durations import Duration, parse_optional_duration
@@ -82,7 +84,13 @@ class _BaseContext:
         idempotency_key: str | None,
         serdes: Serdes | None,
         semantics: Semantics,
+        rate_limit: RateLimit | None,
     ) -> StepOptions:
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise FlowControlError(
+                f"rate_limit must be a RateLimit(key=..., limit=..., window=...), "
+                f"got {rate_limit!r}"
+            )
         return StepOptions(
             retry=retry,
             timeout_ms=parse_optional_duration(timeout),
@@ -90,6 +98,7 @@ class _BaseContext:
             idempotency_key=idempotency_key,
             serdes=serdes,
             semantics=semantics,
+            rate_limit=rate_limit,
         )
 
     def _parallel_specs(

@@ -10,10 +10,12 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from relayflow.flow.declarations import Concurrency
 from relayflow.sdk.retry import RetryPolicy
 
 __all__ = [
     "check_body",
+    "check_concurrency",
     "check_retry",
     "check_tags",
     "check_workflow_id",
@@ -58,6 +60,22 @@ def check_retry(retry: object) -> RetryPolicy | None:
     raise TypeError(
         f"retry must be a RetryPolicy, got {type(retry).__name__} {retry!r}: "
         "write retry=RetryPolicy(max=3)"
+    )
+
+
+def check_concurrency(concurrency: object) -> Concurrency | None:
+    """``concurrency=``: a :class:`~relayflow.flow.Concurrency` or None."""
+    if concurrency is None or isinstance(concurrency, Concurrency):
+        return concurrency
+    if isinstance(concurrency, dict):
+        fields = ", ".join(f"{k}={v!r}" for k, v in concurrency.items())
+        raise TypeError(
+            f"concurrency must be a Concurrency: write concurrency=Concurrency({fields}) "
+            "(from relayflow.flow import Concurrency), not a dict"
+        )
+    raise TypeError(
+        f"concurrency must be a Concurrency, got {type(concurrency).__name__} "
+        f"{concurrency!r}: write concurrency=Concurrency(limit=5, key='input.customerId')"
     )
 
 

@@ -14,6 +14,7 @@ from relayflow.errors import (
     NonDeterminismError,
     SuspendSignal,
 )
+from relayflow.flow.ports import RateLimiter
 from relayflow.protocol import (
     MetadataUpdate,
     StepJournalEntry,
@@ -52,6 +53,8 @@ class ExecutorOptions:
         step_mocks: Test doubles for steps, by step id (journal key such as ``g/charge``
             first, then the id as written). A callable replaces the step function and gets
             the same arguments; any other value is returned as the step's result.
+        rate_limiter: Where steps declaring ``rate_limit`` reserve their slots; without one
+            such a step raises ``RateLimiterMissingError``.
         overrun_grace_max_ms: Caps the grace (twice the step's timeout) a step's next attempt
             waits for timed-out code still running here; ``RELAYFLOW_OVERRUN_GRACE_MAX``.
     """
@@ -63,6 +66,7 @@ class ExecutorOptions:
     per_step_max_work: int = 100_000
     sleep: Callable[[float], None] | None = None
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
+    rate_limiter: RateLimiter | None = None
     overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
 
 

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from relayflow.errors import WorkflowNotFoundError
+from relayflow.flow.declarations import Concurrency
 from relayflow.sdk.definition import (
     check_body,
+    check_concurrency,
     check_retry,
     check_tags,
     check_workflow_id,
@@ -40,6 +42,7 @@ class WorkflowConfig:
         checkpoint: ``"per_step"`` (each completed step attempt is durable before the body
             goes on, where the host has a checkpoint log) or ``"batched"`` (the steps of an
             invocation become durable together when it answers).
+        concurrency: At most ``limit`` runs per key at once (see ``relayflow.flow``).
     """
 
     retry: RetryPolicy | None = None
@@ -48,6 +51,7 @@ class WorkflowConfig:
     description: str | None = None
     schedules: tuple[Any, ...] = ()
     checkpoint: CheckpointMode = "per_step"
+    concurrency: Concurrency | None = None
 
 
 class Workflow(Generic[R]):
@@ -98,6 +102,7 @@ def workflow(
     description: str | None = None,
     schedule: Any = None,
     checkpoint: CheckpointMode = "per_step",
+    concurrency: Concurrency | None = None,
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -111,6 +116,7 @@ def workflow(
     description: str | None = None,
     schedule: Any = None,
     checkpoint: CheckpointMode = "per_step",
+    concurrency: Concurrency | None = None,
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -125,6 +131,9 @@ def workflow(
             a list of them; each firing starts a run (see docs/guides/schedules.md).
         checkpoint: ``"per_step"`` (default) or ``"batched"``; see
             docs/operations/durability.md for what each costs and what a crash re-runs.
+        concurrency: A :class:`~relayflow.flow.Concurrency`: at most ``limit`` runs with the
+            same key at once, and what a run finds when every slot is taken (see
+            docs/guides/flow-control.md).
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
@@ -133,7 +142,8 @@ def workflow(
         ValueError: The id is empty, ``timeout`` is not a duration or ``checkpoint`` is not
             a known mode.
         TypeError: The id is given positionally, ``retry`` is not a ``RetryPolicy``,
-            ``tags`` is not a list of strings, or the body does not take ``(input, ctx)``.
+            ``tags`` is not a list of strings, the body does not take ``(input, ctx)``, or
+            ``concurrency`` is not a ``Concurrency``.
 
     Example:
         >>> @workflow(id="greet")
@@ -154,6 +164,7 @@ def workflow(
         tags=check_tags(tags),
         description=description,
         checkpoint=checkpoint,
+        concurrency=check_concurrency(concurrency),
     )
 
     def register(body: Callable[..., R]) -> Workflow[R]:

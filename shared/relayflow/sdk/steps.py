@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from relayflow.errors import StepInterruptedError, StepStillRunningError, SuspendSignal
+from relayflow.flow.declarations import RateLimit
 from relayflow.protocol import (
     AbandonedOutcome,
     MetadataUpdate,
@@ -17,6 +18,7 @@ from relayflow.protocol import (
 from relayflow.sdk.failures import serialize_error, step_failure
 from relayflow.sdk.instructions import Call, Op, Pause
 from relayflow.sdk.overruns import ABANDONED, OVERRUNS, Overrun, overrun_grace_ms
+from relayflow.sdk.rate_limits import admit
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_output, load_value
@@ -35,6 +37,7 @@ class StepOptions:
     idempotency_key: str | None = None
     serdes: Serdes | None = None
     semantics: Semantics = "at_least_once"
+    rate_limit: RateLimit | None = None
 
 
 def _replay_metadata(core: ContextCore, entry: StepJournalEntry) -> None:
@@ -100,6 +103,8 @@ def run_step(
         entry = StepJournalEntry(status="started", kind="step", attempt=0, started_at=inv.now_ms())
     step_key = _idempotency_key(inv, key, opts)
     while True:
+        if opts.rate_limit is not None:
+            admit(core, key, attempt, opts.rate_limit)
         ready = opts.semantics == "at_most_once" and _durably_started(entry, attempt, inv)
         inv.begin_work(may_yield=not ready)
         if opts.timeout_ms is not None and ABANDONED.running(step_key):

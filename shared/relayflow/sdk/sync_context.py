@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from relayflow.flow.declarations import RateLimit
 from relayflow.sdk import tokens, waits
 from relayflow.sdk.batch import BatchResult, CompletionPolicy, batch_op
 from relayflow.sdk.context_base import SyncStreamWriter, SyncTokenHandle, _BaseContext
@@ -42,9 +43,12 @@ class SyncWorkflowContext(_BaseContext):
         idempotency_key: str | None = None,
         serdes: Serdes | None = None,
         semantics: Semantics = "at_least_once",
+        rate_limit: RateLimit | None = None,
     ) -> Any:
         """Run ``fn(*args)`` once for the run (see :meth:`WorkflowContext.step`)."""
-        opts = self._step_options(retry, timeout, compensate, idempotency_key, serdes, semantics)
+        opts = self._step_options(
+            retry, timeout, compensate, idempotency_key, serdes, semantics, rate_limit
+        )
         return self._runner.drive(run_step(self._core, id, fn, args, opts))
 
     def sleep(self, duration: Duration) -> None:

@@ -74,6 +74,7 @@ def _register(workflows: Iterable[Any]) -> dict[str, Any]:
                 description=config.description,
                 schedule=list(config.schedules),
                 checkpoint=config.checkpoint,
+                concurrency=config.concurrency,
             )(wf.fn)
         by_id[wf.id] = find_workflow(wf.id)
     return by_id
@@ -89,6 +90,11 @@ def _host_options(
         clock.advance(max(0, round(seconds * 1000)))
 
     fields: dict[str, Any] = {"sleep": sleep}
+    if "rate_limiter" in ExecutorOptions.__dataclass_fields__:
+        from relayflow.adapters.memory.flow import InMemoryRateLimiter
+
+        # One limiter for every run the environment hosts: a limit is shared by all runs.
+        fields["rate_limiter"] = InMemoryRateLimiter()
     if step_mocks:
         if "step_mocks" not in ExecutorOptions.__dataclass_fields__:
             raise ValidationError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from relayflow.admin import WorkflowAdmin
+from relayflow.api.errors import ApiError
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
@@ -44,10 +45,23 @@ class Backend:
         A keyed trigger (idempotency key or explicit run id) whose run already exists gets
         that run back untouched; ``created`` is the engine's word (the insert that won).
 
+        Flow-control options (``delay``, ``debounce``, ``ttl``, ``priority``,
+        ``concurrencyKey``) are refused with 501 ``flow_control_not_enforced`` until the
+        orchestrator enforces them; no run is stored.
+
         A backing service failing transiently once the run is stored (arming its alarm,
         saving a step) does not undo the run: it is returned as stored, with the error in
         ``interrupted``; the sweeper drives it when it is due.
         """
+        not_enforced = request.flow_options().given()
+        if not_enforced:
+            # Accepting them and starting the run unlimited would break the caller's intent.
+            raise ApiError(
+                501,
+                "flow_control_not_enforced",
+                f"{', '.join(not_enforced)}: accepted by the API but not enforced by this "
+                "version yet; trigger without them",
+            )
         run_id = resolve_run_id(
             request.workflow_id,
             run_id=request.run_id,

@@ -8,18 +8,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from annotated_types import Ge
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StringConstraints,
     model_serializer,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
+from relayflow.flow.declarations import (
+    MAX_KEY_LENGTH,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Debounce,
+    TriggerOptions,
+)
+from relayflow.flow.errors import FlowControlError
+from relayflow.flow.keys import check_key
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
+from relayflow.sdk.durations import DURATION_PATTERN, POSITIVE_DURATION_PATTERN, parse_duration
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
@@ -107,6 +120,47 @@ class ErrorResponse(ErrorEnvelope):
 # Runs
 
 
+#: A duration as the reference writes it: whole milliseconds or ``<n>ms|s|m|h|d|w``.
+WireDuration = (
+    # The bound comes before the integral-float validator, so the document can state it.
+    Annotated[int, Ge(0), BeforeValidator(_integral)]
+    | Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
+)
+#: A duration longer than zero.
+PositiveWireDuration = (
+    Annotated[int, Ge(1), BeforeValidator(_integral)]
+    | Annotated[str, StringConstraints(pattern=POSITIVE_DURATION_PATTERN)]
+)
+
+
+class DebounceBody(RequestModel):
+    """``debounce``: fold a burst of triggers with the same key into one run."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=512,
+        description="a path into the input (customerId, input.customer.id) or the event "
+        "(event.data.customerId), in the path grammar of input mappers",
+    )
+    delay: PositiveWireDuration = Field(description="the quiet time that ends a burst")
+    mode: Literal["leading", "trailing"] = "trailing"
+    max_wait: PositiveWireDuration | None = Field(
+        default=None,
+        description="the run starts at most this long after the first trigger (not shorter "
+        "than delay)",
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> DebounceBody:
+        try:
+            check_key(self.key, "key", required=True)
+        except FlowControlError:
+            raise ValueError("key must be a path into the input or the event") from None
+        if self.max_wait is not None and parse_duration(self.max_wait) < parse_duration(self.delay):
+            raise ValueError("maxWait must not be shorter than delay")
+        return self
+
+
 class TriggerRunRequest(RequestModel):
     """``POST /api/runs``: start a run (or get the one an idempotency key already started)."""
 
@@ -121,6 +175,43 @@ class TriggerRunRequest(RequestModel):
         ge=0,
         description=f"wait up to this long for a waiting or final status (max {MAX_WAIT_MS})",
     )
+    delay: WireDuration | None = Field(
+        default=None, description="start the run this long after the trigger (status delayed)"
+    )
+    debounce: DebounceBody | None = None
+    ttl: PositiveWireDuration | None = Field(
+        default=None, description="a run not started within this long ends with TTL_EXPIRED"
+    )
+    priority: JsonInt = Field(
+        default=0,
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+        description="queued runs with a higher priority start first",
+    )
+    concurrency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        description="replaces the key the workflow's concurrency declaration computes",
+    )
+
+    def flow_options(self) -> TriggerOptions:
+        """The trigger's flow-control options."""
+        debounce = self.debounce
+        return TriggerOptions(
+            delay=self.delay,
+            debounce=None
+            if debounce is None
+            else Debounce(
+                key=debounce.key,
+                delay=debounce.delay,
+                mode=debounce.mode,
+                max_wait=debounce.max_wait,
+            ),
+            ttl=self.ttl,
+            priority=self.priority,
+            concurrency_key=self.concurrency_key,
+        )
 
 
 class CancelRunRequest(RequestModel):

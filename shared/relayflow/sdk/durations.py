@@ -12,7 +12,11 @@ _ACCEPTED = (
     'an int of milliseconds (1500), a string "<n><unit>" with unit ms, s, m, h, d or w '
     '("500ms", "30s", "10m", "2h", "1d", "1w"), or a datetime.timedelta'
 )
-_PATTERN = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+#: The grammar of a duration string (also the pattern of the HTTP API's duration fields).
+DURATION_PATTERN = r"^(\d+)(ms|s|m|h|d|w)$"
+#: A duration string longer than zero.
+POSITIVE_DURATION_PATTERN = r"^(0*[1-9]\d*)(ms|s|m|h|d|w)$"
+_PATTERN = re.compile(DURATION_PATTERN)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
 

@@ -112,6 +112,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             "the run was created",
             *BODY_ERRORS,
             404,
+            501,
             503,
             extra={200: "the idempotency key already started this run"},
         ),

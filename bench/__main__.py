@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from bench import (
     docs_page,
     fig_cost,
+    fig_flow,
     fig_ingest,
     fig_limits,
     fig_overhead,
@@ -34,6 +35,7 @@ NAMES = (
     fig_limits.NAME,
     fig_timers.NAME,
     fig_time.NAME,
+    fig_flow.NAME,
 )
 
 
@@ -73,6 +75,8 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
         rows += fig_timers.rows(quick=quick)
     if fig_time.NAME in names:
         rows += fig_time.rows(fig_time.measure(quick=quick))
+    if fig_flow.NAME in names:
+        rows += fig_flow.rows(fig_flow.measure())
     return rows
 
 

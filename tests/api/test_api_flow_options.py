@@ -1,5 +1,5 @@
 """``POST /api/runs`` flow-control options: refused with a 400 naming the field when they are
-malformed, and with 501 ``flow_control_not_enforced`` (storing no run) while the orchestrator
+malformed, and with 422 ``flow_control_not_enforced`` (storing no run) while the orchestrator
 does not enforce them yet. The OpenAPI document describes exactly what 400 refuses."""
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ GOOD: list[tuple[str, Any]] = [
     ("debounce", {"key": "event.data.id", "delay": 500, "mode": "leading", "maxWait": "1m"}),
 ]
 BAD: list[tuple[str, Any, str]] = [
-    ("delay", "10 minutes", "delay"),
-    ("delay", -1, "delay"),
-    ("delay", "1.5s", "delay"),
-    ("ttl", "0s", "ttl"),
-    ("ttl", 0, "ttl"),
+    ("delay", "10 minutes", "'delay': value error, must be at least 0 ms"),
+    ("delay", -1, "'delay': value error, must be at least 0 ms"),
+    ("delay", "1.5s", "'delay': value error, must be at least 0 ms"),
+    ("ttl", "0s", "'ttl': value error, must be at least 1 ms"),
+    ("ttl", 0, "'ttl': value error, must be at least 1 ms"),
     ("priority", 1001, "priority"),
     ("priority", "5", "priority"),
     ("priority", 1.5, "priority"),
     ("concurrencyKey", "", "concurrencyKey"),
     ("concurrencyKey", "k" * 257, "concurrencyKey"),
-    ("debounce", {"key": "k"}, "debounce.delay"),
+    ("debounce", {"key": "k"}, "debounce.delay': field required"),
     ("debounce", {"key": "", "delay": "1s"}, "debounce.key"),
     ("debounce", {"key": "a[", "delay": "1s"}, "key must be a path"),
-    ("debounce", {"key": "k", "delay": "0s"}, "debounce.delay"),
+    ("debounce", {"key": "k", "delay": "0s"}, "'debounce.delay': value error, must be at least 1"),
     ("debounce", {"key": "k", "delay": "5s", "maxWait": "1s"}, "maxWait must not be shorter"),
     ("debounce", {"key": "k", "delay": "5s", "mode": "middle"}, "debounce.mode"),
     ("debounce", {"key": "k", "delay": "5s", "wait": 1}, "debounce.wait"),
@@ -58,7 +58,7 @@ def test_a_well_formed_option_is_refused_as_not_enforced_and_stores_no_run(
     api: Api, name: str, value: Any
 ) -> None:
     answer = _trigger(api, name, value)
-    assert answer.status == 501
+    assert answer.status == 422
     assert answer.body["error"] == "flow_control_not_enforced"
     assert name in answer.body["message"]
     assert api.get("/api/runs").body["runs"] == []
@@ -95,9 +95,10 @@ def test_options_are_refused_exactly_when_the_document_forbids_them(
     body = {"workflowId": "api.echo", "input": 1, name: value}
     allowed = _body_schema(api).is_valid(body)
     answer = api.post("/api/runs", body)
-    assert answer.status == (501 if allowed else 400)
+    assert answer.status == (422 if allowed else 400)
 
 
 def test_the_document_declares_the_not_enforced_answer(api: Api) -> None:
     doc = api.get("/api/openapi.json", token=None).body
-    assert "501" in doc["paths"]["/api/runs"]["post"]["responses"]
+    refused = doc["paths"]["/api/runs"]["post"]["responses"]["422"]
+    assert "flow_control_not_enforced" in refused["description"]

@@ -207,3 +207,15 @@ def test_full_collections_are_counted_while_watched() -> None:
         gc.collect()
     gc.collect()
     assert watched.count == 1 and watched.cpu_s >= 0
+
+
+def test_flow_control_figure_measures_each_store_operation() -> None:
+    from bench import fig_flow
+
+    measured = fig_flow.measure()
+    assert measured["acquire, slot free"].writes == 1
+    assert measured["release, queue empty"].writes == 1
+    assert measured["rate limit reserve (repeat)"].writes == 0
+    (unqueued, _), (queued, _) = fig_flow.per_run(measured)
+    assert (unqueued, queued) == (2, 4)
+    assert all(row.verdict == "PASS" for row in fig_flow.rows(measured) if row.target)

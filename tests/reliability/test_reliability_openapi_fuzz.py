@@ -66,6 +66,22 @@ LISTED = (
         message_prefix="manifest refused:",
     ),
     Listed(
+        "POST /api/runs",
+        422,
+        "flow_control_not_enforced",
+        "state of the product, not shape: delay, debounce, ttl, priority and concurrencyKey are "
+        "accepted by the document but refused until the orchestrator enforces them (the "
+        "document declares this 422)",
+    ),
+    Listed(
+        "POST /api/runs",
+        400,
+        "invalid_body",
+        "debounce rules JSON Schema cannot state: its key follows the path grammar of input "
+        "mappers and maxWait is not shorter than delay (the fields' descriptions say so)",
+        message_prefix="body field 'debounce': value error",
+    ),
+    Listed(
         "POST *",
         422,
         "idempotency_key_reused",

@@ -46,7 +46,7 @@ class Backend:
         that run back untouched; ``created`` is the engine's word (the insert that won).
 
         Flow-control options (``delay``, ``debounce``, ``ttl``, ``priority``,
-        ``concurrencyKey``) are refused with 501 ``flow_control_not_enforced`` until the
+        ``concurrencyKey``) are refused with 422 ``flow_control_not_enforced`` until the
         orchestrator enforces them; no run is stored.
 
         A backing service failing transiently once the run is stored (arming its alarm,
@@ -57,7 +57,7 @@ class Backend:
         if not_enforced:
             # Accepting them and starting the run unlimited would break the caller's intent.
             raise ApiError(
-                501,
+                422,
                 "flow_control_not_enforced",
                 f"{', '.join(not_enforced)}: accepted by the API but not enforced by this "
                 "version yet; trigger without them",

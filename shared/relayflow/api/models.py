@@ -6,16 +6,16 @@ answers 400 naming the field instead of being ignored.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from annotated_types import Ge
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
-    StringConstraints,
+    WithJsonSchema,
     model_serializer,
     model_validator,
 )
@@ -120,17 +120,45 @@ class ErrorResponse(ErrorEnvelope):
 # Runs
 
 
+def _wire_duration(minimum: int) -> Any:
+    """A validator of a duration field: whole milliseconds (at least ``minimum``) or a
+    ``<n>ms|s|m|h|d|w`` string of at least that many milliseconds."""
+
+    def check(value: Any) -> Any:
+        value = _integral(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            return value
+        if (
+            isinstance(value, str)
+            and re.fullmatch(DURATION_PATTERN, value)
+            and parse_duration(value) >= minimum
+        ):
+            return value
+        raise ValueError(
+            f"must be at least {minimum} ms: whole milliseconds or a duration such as '10m'"
+        )
+
+    return check
+
+
+def _duration_schema(minimum: int) -> dict[str, Any]:
+    text = DURATION_PATTERN if minimum == 0 else POSITIVE_DURATION_PATTERN
+    return {
+        "anyOf": [
+            {"type": "integer", "minimum": minimum},
+            {"type": "string", "pattern": text},
+        ]
+    }
+
+
 #: A duration as the reference writes it: whole milliseconds or ``<n>ms|s|m|h|d|w``.
-WireDuration = (
-    # The bound comes before the integral-float validator, so the document can state it.
-    Annotated[int, Ge(0), BeforeValidator(_integral)]
-    | Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
-)
+WireDuration = Annotated[
+    int | str, BeforeValidator(_wire_duration(0)), WithJsonSchema(_duration_schema(0))
+]
 #: A duration longer than zero.
-PositiveWireDuration = (
-    Annotated[int, Ge(1), BeforeValidator(_integral)]
-    | Annotated[str, StringConstraints(pattern=POSITIVE_DURATION_PATTERN)]
-)
+PositiveWireDuration = Annotated[
+    int | str, BeforeValidator(_wire_duration(1)), WithJsonSchema(_duration_schema(1))
+]
 
 
 class DebounceBody(RequestModel):

@@ -19,7 +19,6 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     415: "unsupported_media_type: the body is not application/json",
     500: "internal_error: an unexpected failure (the body carries the request id)",
     502: "trigger_failed_for_all_matches: every matching filter failed to start its run",
-    501: "flow_control_not_enforced: a flow-control option this version does not enforce yet",
     503: "unavailable: the service is shutting down",
 }
 

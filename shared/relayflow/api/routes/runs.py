@@ -112,7 +112,6 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             "the run was created",
             *BODY_ERRORS,
             404,
-            501,
             503,
             extra={200: "the idempotency key already started this run"},
         ),

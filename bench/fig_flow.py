@@ -1,0 +1,146 @@
+"""Figure 8: what flow control costs on DynamoDB (moto): the requests and write units of each
+store operation (concurrency slots, rate limits, debounce), and per run for a
+concurrency-limited run that got its slot at once and one that queued.
+
+Counts are deterministic (one run each). The operations are measured on the stores
+themselves; the orchestrator does not call them yet, so no run-level time is measured here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.aws_meter import AwsMeter, Tally, table_specs
+from bench.moto_stack import REGION, _session
+from bench.table import Row, verdict
+from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
+from relayflow.adapters.aws.debounces import DynamoDBDebouncer
+from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
+from relayflow.config import Settings
+from relayflow.flow.ports import SlotScope
+from relayflow.testing.aws import mock_aws
+
+NAME = "flow"
+FIGURE = "8 flow control"
+TABLE = "runs"
+T0 = 1_700_000_000_000
+SCOPE = SlotScope("crm.sync", "acme")
+#: Targets: extra DynamoDB writes per concurrency-limited run.
+UNQUEUED_TARGET = 2
+QUEUED_TARGET = 4
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One store operation: its requests and what they cost."""
+
+    name: str
+    writes: int
+    reads: int
+    write_units: int
+
+
+def _cost(name: str, tally: Tally) -> Operation:
+    return Operation(name, tally.dynamodb_writes, tally.dynamodb_reads, tally.write_units)
+
+
+def measure() -> dict[str, Operation]:
+    """Each operation once, on a fresh key, metered one at a time."""
+    with mock_aws(config={"core": {"reset_boto3_session": False}}, region=REGION):
+        session = _session()
+        meter = AwsMeter(session, table_specs([(TABLE, tables.RUNS_TABLE)]))
+        clients = AwsClients(session=session, region=REGION)
+        tables.create_resources(clients, Settings(table_name=TABLE))
+        slots = DynamoDBConcurrencySlots(TABLE, client_factory=clients.dynamodb)
+        limiter = DynamoDBRateLimiter(TABLE, client_factory=clients.dynamodb)
+        debouncer = DynamoDBDebouncer(TABLE, client_factory=clients.dynamodb)
+        # The key's state item is created once, by its first acquire ever.
+        slots.acquire(SCOPE, "warm", limit=1, priority=0, now_ms=T0)
+        slots.release(SCOPE, "warm", limit=1, now_ms=T0)
+        meter.reset()
+
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("acquire, slot free", lambda: slots.acquire(SCOPE, "r1", **_slot_args())),
+            ("acquire, queued", lambda: slots.acquire(SCOPE, "r2", **_slot_args())),
+            ("acquire again (repeat)", lambda: slots.acquire(SCOPE, "r2", **_slot_args())),
+            ("release, starts the next", lambda: slots.release(SCOPE, "r1", **_release())),
+            ("release, queue empty", lambda: slots.release(SCOPE, "r2", **_release())),
+            ("rate limit reserve", lambda: limiter.reserve("api", "c1", **_rate_args())),
+            ("rate limit reserve (repeat)", lambda: limiter.reserve("api", "c1", **_rate_args())),
+            ("debounce, opens", lambda: debouncer.offer(SCOPE, "d1", {}, **_debounce())),
+            ("debounce, joins", lambda: debouncer.offer(SCOPE, "d2", {}, **_debounce())),
+            ("debounce, close", lambda: debouncer.close(SCOPE, "d1", now_ms=T0 + 10_000)),
+        ]
+        measured: dict[str, Operation] = {}
+        for name, step in steps:
+            step()
+            measured[name] = _cost(name, meter.reset())
+    return measured
+
+
+def _slot_args() -> dict[str, Any]:
+    return {"limit": 1, "priority": 0, "now_ms": T0}
+
+
+def _release() -> dict[str, Any]:
+    return {"limit": 1, "now_ms": T0}
+
+
+def _rate_args() -> dict[str, Any]:
+    return {"limit": 10, "window_ms": 60_000, "units": 1, "on_limit": "queue", "now_ms": T0}
+
+
+def _debounce() -> dict[str, Any]:
+    return {"delay_ms": 1_000, "mode": "trailing", "max_wait_ms": None, "now_ms": T0}
+
+
+def per_run(measured: dict[str, Operation]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(write requests, write units) a run adds when it got its slot at once, and when it
+    queued. A queued run pays its acquire and its release; the release that started it is
+    its predecessor's, which writes once either way: only the units it adds count here."""
+    free = measured["acquire, slot free"]
+    queued = measured["acquire, queued"]
+    starting = measured["release, starts the next"]
+    release = measured["release, queue empty"]
+    unqueued_cost = (free.writes + release.writes, free.write_units + release.write_units)
+    queued_cost = (
+        queued.writes + release.writes,
+        queued.write_units + (starting.write_units - release.write_units) + release.write_units,
+    )
+    return unqueued_cost, queued_cost
+
+
+def rows(measured: dict[str, Operation]) -> list[Row]:
+    """The figure's rows: one per operation, then the per-run totals against the targets."""
+    out = [
+        Row(
+            FIGURE,
+            op.name,
+            f"{op.writes} writes ({op.write_units} WCU), {op.reads} reads",
+        )
+        for op in measured.values()
+    ]
+    (unqueued, unqueued_units), (queued, queued_units) = per_run(measured)
+    out.append(
+        Row(
+            FIGURE,
+            "writes per concurrency-limited run, no wait",
+            f"{unqueued} ({unqueued_units} WCU)",
+            f"<= {UNQUEUED_TARGET}",
+            verdict(unqueued <= UNQUEUED_TARGET),
+        )
+    )
+    out.append(
+        Row(
+            FIGURE,
+            "writes per concurrency-limited run that queued",
+            f"{queued} ({queued_units} WCU)",
+            f"<= {QUEUED_TARGET}",
+            verdict(queued <= QUEUED_TARGET),
+        )
+    )
+    return out

@@ -47,36 +47,40 @@ def check_workflow_id(workflow_id: object, body: Callable[..., Any]) -> str:
     return workflow_id
 
 
-def check_retry(retry: object) -> RetryPolicy | None:
-    """``retry=``: a :class:`RetryPolicy` or None."""
-    if retry is None or isinstance(retry, RetryPolicy):
-        return retry
-    if isinstance(retry, dict):
-        fields = ", ".join(f"{k}={v!r}" for k, v in retry.items())
+def _instance_or_none(value: object, cls: type[Any], field: str, example: str, home: str) -> Any:
+    """``value`` if it is None or a ``cls``; else a TypeError saying what to write."""
+    if value is None or isinstance(value, cls):
+        return value
+    name = cls.__name__
+    if isinstance(value, dict):
+        fields = ", ".join(f"{k}={v!r}" for k, v in value.items())
         raise TypeError(
-            f"retry must be a RetryPolicy: write retry=RetryPolicy({fields}) "
-            "(from relayflow import RetryPolicy), not a dict"
+            f"{field} must be a {name}: write {field}={name}({fields}) "
+            f"(from {home} import {name}), not a dict"
         )
     raise TypeError(
-        f"retry must be a RetryPolicy, got {type(retry).__name__} {retry!r}: "
-        "write retry=RetryPolicy(max=3)"
+        f"{field} must be a {name}, got {type(value).__name__} {value!r}: write {field}={example}"
     )
+
+
+def check_retry(retry: object) -> RetryPolicy | None:
+    """``retry=``: a :class:`RetryPolicy` or None."""
+    checked: RetryPolicy | None = _instance_or_none(
+        retry, RetryPolicy, "retry", "RetryPolicy(max=3)", "relayflow"
+    )
+    return checked
 
 
 def check_concurrency(concurrency: object) -> Concurrency | None:
     """``concurrency=``: a :class:`~relayflow.flow.Concurrency` or None."""
-    if concurrency is None or isinstance(concurrency, Concurrency):
-        return concurrency
-    if isinstance(concurrency, dict):
-        fields = ", ".join(f"{k}={v!r}" for k, v in concurrency.items())
-        raise TypeError(
-            f"concurrency must be a Concurrency: write concurrency=Concurrency({fields}) "
-            "(from relayflow.flow import Concurrency), not a dict"
-        )
-    raise TypeError(
-        f"concurrency must be a Concurrency, got {type(concurrency).__name__} "
-        f"{concurrency!r}: write concurrency=Concurrency(limit=5, key='input.customerId')"
+    checked: Concurrency | None = _instance_or_none(
+        concurrency,
+        Concurrency,
+        "concurrency",
+        "Concurrency(limit=5, key='customerId')",
+        "relayflow.flow",
     )
+    return checked
 
 
 def check_tags(tags: object) -> tuple[str, ...]:

@@ -77,7 +77,9 @@ class ConcurrencySlots(Protocol):
         """Free the run's slot (or take it out of the queue), then give free slots to the
         queue's head under ``limit`` (the workflow's current limit).
 
-        Also the operator's way to free a stuck slot. Repeating it changes nothing more.
+        Also the operator's way to free a stuck slot. Repeating it changes nothing more: if
+        the answer of a release that started runs is lost, the repeat answers nobody, and
+        those runs show as holders (a sweep starts a holder whose run is still queued).
 
         Returns:
             The runs that now hold a slot and should start, in the order they took it.

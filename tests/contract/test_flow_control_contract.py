@@ -378,3 +378,14 @@ def test_offering_the_bursts_own_run_again_moves_nothing(stores: FlowStores) -> 
     _offer(debouncer, "cand-0", T0, "a")
     again = _offer(debouncer, "cand-0", T0 + 500, "a")
     assert (again.opened, again.start_at_ms, again.triggers) == (True, T0 + 1_000, 1)
+
+
+def test_an_acquire_that_does_not_wait_takes_a_free_slot_or_nothing(stores: FlowStores) -> None:
+    slots = stores.slots
+    first = slots.acquire(SCOPE, "r1", limit=1, priority=0, now_ms=T0, wait=False)
+    second = slots.acquire(SCOPE, "r2", limit=1, priority=0, now_ms=T0, wait=False)
+    assert first.held
+    assert (second.held, second.position, second.in_use) == (False, None, 1)
+    assert slots.queue(SCOPE) == []
+    _acquire(slots, "r3", limit=1)
+    assert slots.acquire(SCOPE, "r3", limit=1, priority=0, now_ms=T0, wait=False).position == 1

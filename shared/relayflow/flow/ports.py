@@ -65,9 +65,17 @@ class ConcurrencySlots(Protocol):
     """
 
     def acquire(
-        self, scope: SlotScope, run_id: str, *, limit: int, priority: int, now_ms: int
+        self,
+        scope: SlotScope,
+        run_id: str,
+        *,
+        limit: int,
+        priority: int,
+        now_ms: int,
+        wait: bool = True,
     ) -> SlotGrant:
-        """Take a slot if one is free and nobody is queued, else join the queue.
+        """Take a slot if one is free and nobody is queued, else join the queue (with
+        ``wait``) or answer not held with no position (without).
 
         Repeating it for a run that holds a slot or is queued answers its current state.
         """

@@ -52,7 +52,14 @@ class DynamoDBConcurrencySlots(FlowTable):
     """The :class:`~relayflow.flow.ports.ConcurrencySlots` port on the runs table."""
 
     def acquire(
-        self, scope: SlotScope, run_id: str, *, limit: int, priority: int, now_ms: int
+        self,
+        scope: SlotScope,
+        run_id: str,
+        *,
+        limit: int,
+        priority: int,
+        now_ms: int,
+        wait: bool = True,
     ) -> SlotGrant:
         """Hold a slot if one is free and nobody is queued, else queue (see the port)."""
         pk = scope_partition(PARTITION_PREFIX, scope)
@@ -74,6 +81,8 @@ class DynamoDBConcurrencySlots(FlowTable):
                     return self._queued_grant(pk, marker["q"]["S"], len(holders))
                 if len(holders) < limit and queued == 0:
                     continue  # a slot freed since: take it
+                if not wait:
+                    return SlotGrant(held=False, position=None, in_use=len(holders))
                 entry = self._enqueue(pk, run_id, limit, priority, now_ms)
                 if entry is not None:
                     return self._queued_grant(pk, entry, len(holders))

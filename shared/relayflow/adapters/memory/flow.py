@@ -37,7 +37,14 @@ class InMemoryConcurrencySlots:
         self._lock = threading.Lock()
 
     def acquire(
-        self, scope: SlotScope, run_id: str, *, limit: int, priority: int, now_ms: int
+        self,
+        scope: SlotScope,
+        run_id: str,
+        *,
+        limit: int,
+        priority: int,
+        now_ms: int,
+        wait: bool = True,
     ) -> SlotGrant:
         """Hold a slot if one is free and nobody is queued, else queue (see the port)."""
         with self._lock:
@@ -45,6 +52,8 @@ class InMemoryConcurrencySlots:
             if run_id not in slots.holders and run_id not in slots.queued:
                 if len(slots.holders) < limit and not slots.queued:
                     slots.holders[run_id] = now_ms
+                elif not wait:
+                    return SlotGrant(held=False, position=None, in_use=len(slots.holders))
                 else:
                     slots.arrivals += 1
                     slots.queued[run_id] = QueuedRun(run_id, priority, slots.arrivals, now_ms)

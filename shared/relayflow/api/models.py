@@ -36,7 +36,14 @@ from relayflow.sdk.durations import DURATION_PATTERN, POSITIVE_DURATION_PATTERN,
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
-    "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"
+    "queued",
+    "running",
+    "waiting",
+    "completed",
+    "failed",
+    "cancelled",
+    "compensated",
+    "compensation_failed",
 ]
 #: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
 MAX_WAIT_MS = 25_000

@@ -25,7 +25,14 @@ from relayflow.protocol import (
 )
 
 RunStatus = Literal[
-    "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"
+    "queued",
+    "running",
+    "waiting",
+    "completed",
+    "failed",
+    "cancelled",
+    "compensated",
+    "compensation_failed",
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset(
     {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
@@ -138,6 +145,9 @@ class RunRecord(RecordModel):
     tenant_meta: TenantMeta = Field(default_factory=TenantMeta)
     run_number: int = 1
     idempotency_key: str | None = None
+    #: The concurrency key the run counts against (``""``: its workflow's one limit); None
+    #: for a run of a workflow without ``concurrency``. A ``queued`` run waits for a slot.
+    concurrency_key: str | None = None
     # Beyond the reference runtime's record: what conditional, serialized updates need.
     version: int = 0
     lease: Lease | None = None

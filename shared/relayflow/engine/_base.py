@@ -16,6 +16,8 @@ from typing import NamedTuple
 from relayflow.core.record import RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.errors import RelayflowError, RunNotFoundError, ValidationError
+from relayflow.flow.declarations import Concurrency
+from relayflow.flow.ports import ConcurrencySlots
 from relayflow.leases import LeaseKeeper
 from relayflow.ports import (
     AlarmClock,
@@ -80,6 +82,9 @@ class EngineBase:
             before the body goes on (without one, durability is per invocation).
         pending: Where events and signals are stored until the run's record takes them
             (without one, each is saved into the record by a conditional save of its own).
+        slots: The concurrency slots per (workflow, key); without them ``concurrency`` is
+            not enforced.
+        concurrency_of: A workflow's ``concurrency`` declaration by id (None: unlimited).
     """
 
     def __init__(
@@ -95,8 +100,12 @@ class EngineBase:
         owner: str | None = None,
         checkpoints: CheckpointLog | None = None,
         pending: PendingDeliveries | None = None,
+        slots: ConcurrencySlots | None = None,
+        concurrency_of: Callable[[str], Concurrency | None] | None = None,
     ) -> None:
         self.runs = runs
+        self.slots = slots
+        self._concurrency_of = concurrency_of
         self.pending = pending
         self.checkpoints = checkpoints
         if checkpoints is None and settings is not None and settings.require_per_step:

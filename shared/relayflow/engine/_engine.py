@@ -16,6 +16,7 @@ from relayflow.core.pending import result_in, take
 from relayflow.core.record import RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.engine._base import MAX_RACES, Work
+from relayflow.engine._concurrency import ConcurrencyGate
 from relayflow.engine._invocation import InvocationCycle
 from relayflow.errors import (
     CheckpointSlotTakenError,
@@ -32,12 +33,15 @@ from relayflow.ports import PendingDeliveries
 _log = logging.getLogger("relayflow.engine")
 
 
-class Engine(InvocationCycle):
+class Engine(ConcurrencyGate, InvocationCycle):
     """Applies core transitions to stored runs and carries out their effects (see
     :class:`~relayflow.engine._base.EngineBase` for its arguments)."""
 
     def trigger(self, spec: TriggerSpec, *, drive: bool = True) -> tuple[RunRecord, bool]:
         """Insert a run atomically and drive it inline (bounded).
+
+        A run of a workflow with ``concurrency`` is inserted ``queued``; it starts here if it
+        takes a slot, else it is returned ``queued`` and starts when a slot frees.
 
         Returns:
             The run as stored after the drive and whether this call created it. A run that
@@ -45,13 +49,16 @@ class Engine(InvocationCycle):
         """
         if spec.timeout_ms is None and self._workflow_timeout is not None:
             spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
-        record = new_run(spec, self.clock.now_ms())
+        record = self._queued_draft(new_run(spec, self.clock.now_ms()))
         try:
             stored = self.runs.try_insert(record)
         except RunAlreadyExistsError as exc:
             existing: RunRecord = exc.existing
             return existing, False
         self._observe(None, stored)
+        stored = self._admit(stored)
+        if stored.status == "queued":
+            return stored, True
         if drive and self._handing_off():
             self.hand_off(stored.id)
             return stored, True

@@ -208,6 +208,12 @@ def registered_timeout_ms(workflow_id: str) -> int | None:
     return found.config.timeout_ms if found is not None else None
 
 
+def registered_concurrency(workflow_id: str) -> Concurrency | None:
+    """The ``concurrency`` of the workflow registered under ``workflow_id``, if any."""
+    found = _REGISTRY.get(workflow_id)
+    return found.config.concurrency if found is not None else None
+
+
 def registered_workflows() -> list[Workflow[Any]]:
     """Every registered workflow, in registration order."""
     return list(_REGISTRY.values())

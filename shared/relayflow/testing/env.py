@@ -12,6 +12,7 @@ from relayflow.adapters.memory import (
     InMemoryRunStore,
     VirtualClock,
 )
+from relayflow.adapters.memory.flow import InMemoryConcurrencySlots
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.settings import CoreSettings
@@ -21,6 +22,8 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import DeliveryResult, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
+from relayflow.flow.declarations import Concurrency
+from relayflow.flow.ports import ConcurrencySlots
 from relayflow.ports import (
     CheckpointLog,
     DispatcherResolver,
@@ -135,6 +138,8 @@ class WorkflowTestEnv:
             in-process step host for workflows that checkpoint per step.
         pending: Where events and signals wait for the run's record to take them (in
             memory by default).
+        slots: The concurrency slots of workflows declaring ``concurrency`` (in memory by
+            default).
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -160,6 +165,7 @@ class WorkflowTestEnv:
         payloads: PayloadStore | None = None,
         checkpoints: CheckpointLog | None = None,
         pending: PendingDeliveries | None = None,
+        slots: ConcurrencySlots | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -182,6 +188,8 @@ class WorkflowTestEnv:
             workflow_timeout=self._timeout_of,
             checkpoints=self.checkpoints,
             pending=pending or InMemoryPendingDeliveries(),
+            slots=slots or InMemoryConcurrencySlots(),
+            concurrency_of=self._concurrency_of,
         )
         self.environment = environment
         self.driver = WorkflowDriver(
@@ -201,6 +209,13 @@ class WorkflowTestEnv:
             self.register_manifest(
                 build_manifest(environment=environment, workflows=self._workflows.values())
             )
+
+    def _concurrency_of(self, workflow_id: str) -> Concurrency | None:
+        from relayflow.sdk.registry import find_workflow
+
+        found = self._workflows.get(workflow_id) or find_workflow(workflow_id)
+        declared = getattr(getattr(found, "config", None), "concurrency", None)
+        return declared if isinstance(declared, Concurrency) else None
 
     def _timeout_of(self, workflow_id: str) -> int | None:
         from relayflow.sdk.registry import find_workflow

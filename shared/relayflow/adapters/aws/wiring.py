@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
@@ -34,7 +35,7 @@ from relayflow.ports import (
     PayloadStore,
 )
 from relayflow.schedules.service import attach_schedules
-from relayflow.sdk.registry import registered_timeout_ms
+from relayflow.sdk.registry import registered_concurrency, registered_timeout_ms
 
 if TYPE_CHECKING:
     from relayflow.protocol import TenantMeta
@@ -178,6 +179,10 @@ def build_aws_driver(
             client_factory=clients.dynamodb,
             keep_ms=settings.retention_days * DAY_MS,
         ),
+        slots=DynamoDBConcurrencySlots(
+            settings.require("table_name"), client_factory=clients.dynamodb
+        ),
+        concurrency_of=registered_concurrency,
     )
     deliveries = DeliveryIdClaims(
         DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),

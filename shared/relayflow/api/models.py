@@ -6,22 +6,23 @@ answers 400 naming the field instead of being ignored.
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
-    WithJsonSchema,
-    model_serializer,
-    model_validator,
 )
-from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
+from relayflow.api.flow_options import DebounceBody, PositiveWireDuration, WireDuration
+from relayflow.api.model_bases import (
+    CompactModel,
+    JsonInt,
+    RequestModel,
+    ResponseModel,
+    no_default,
+)
 from relayflow.flow.declarations import (
     MAX_KEY_LENGTH,
     MAX_PRIORITY,
@@ -29,10 +30,7 @@ from relayflow.flow.declarations import (
     Debounce,
     TriggerOptions,
 )
-from relayflow.flow.errors import FlowControlError
-from relayflow.flow.keys import check_key
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
-from relayflow.sdk.durations import DURATION_PATTERN, POSITIVE_DURATION_PATTERN, parse_duration
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
@@ -47,62 +45,6 @@ RunStatus = Literal[
 ]
 #: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
 MAX_WAIT_MS = 25_000
-
-
-def _integral(value: Any) -> Any:
-    """A JSON number with no fraction as an int: JSON has one number type, and JSON Schema's
-    ``integer`` accepts ``1.0`` as the integer 1 (``1.5`` stays a float and is refused)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-#: An integer field of a request body: strict (no strings, no booleans) but ``5.0`` is 5.
-JsonInt = Annotated[int, BeforeValidator(_integral)]
-
-
-def _no_default(schema: dict[str, Any]) -> None:
-    """Leave ``default`` out of a field's schema: leaving the field out is not sending null."""
-    schema.pop("default", None)
-
-
-class RequestModel(BaseModel):
-    """Base of request bodies: camelCase only, strict types, unknown fields refused."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_alias=True,
-        validate_by_name=False,
-        serialize_by_alias=True,
-        extra="forbid",
-        strict=True,
-    )
-
-
-class ResponseModel(BaseModel):
-    """Base of response bodies: built by field name in Python, written camelCase."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_alias=True,
-        validate_by_name=True,
-        serialize_by_alias=True,
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON-ready dict with camelCase keys."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
-class CompactModel(ResponseModel):
-    """A response whose unset (None) fields are left out, as the reference's bodies are."""
-
-    @model_serializer(mode="wrap")
-    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,75 +67,6 @@ class ErrorResponse(ErrorEnvelope):
 
 # ---------------------------------------------------------------------------------------------
 # Runs
-
-
-def _wire_duration(minimum: int) -> Any:
-    """A validator of a duration field: whole milliseconds (at least ``minimum``) or a
-    ``<n>ms|s|m|h|d|w`` string of at least that many milliseconds."""
-
-    def check(value: Any) -> Any:
-        value = _integral(value)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-            return value
-        if (
-            isinstance(value, str)
-            and re.fullmatch(DURATION_PATTERN, value)
-            and parse_duration(value) >= minimum
-        ):
-            return value
-        raise ValueError(
-            f"must be at least {minimum} ms: whole milliseconds or a duration such as '10m'"
-        )
-
-    return check
-
-
-def _duration_schema(minimum: int) -> dict[str, Any]:
-    text = DURATION_PATTERN if minimum == 0 else POSITIVE_DURATION_PATTERN
-    return {
-        "anyOf": [
-            {"type": "integer", "minimum": minimum},
-            {"type": "string", "pattern": text},
-        ]
-    }
-
-
-#: A duration as the reference writes it: whole milliseconds or ``<n>ms|s|m|h|d|w``.
-WireDuration = Annotated[
-    int | str, BeforeValidator(_wire_duration(0)), WithJsonSchema(_duration_schema(0))
-]
-#: A duration longer than zero.
-PositiveWireDuration = Annotated[
-    int | str, BeforeValidator(_wire_duration(1)), WithJsonSchema(_duration_schema(1))
-]
-
-
-class DebounceBody(RequestModel):
-    """``debounce``: fold a burst of triggers with the same key into one run."""
-
-    key: str = Field(
-        min_length=1,
-        max_length=512,
-        description="a path into the input (customerId, input.customer.id) or the event "
-        "(event.data.customerId), in the path grammar of input mappers",
-    )
-    delay: PositiveWireDuration = Field(description="the quiet time that ends a burst")
-    mode: Literal["leading", "trailing"] = "trailing"
-    max_wait: PositiveWireDuration | None = Field(
-        default=None,
-        description="the run starts at most this long after the first trigger (not shorter "
-        "than delay)",
-    )
-
-    @model_validator(mode="after")
-    def _usable(self) -> DebounceBody:
-        try:
-            check_key(self.key, "key", required=True)
-        except FlowControlError:
-            raise ValueError("key must be a path into the input or the event") from None
-        if self.max_wait is not None and parse_duration(self.max_wait) < parse_duration(self.delay):
-            raise ValueError("maxWait must not be shorter than delay")
-        return self
 
 
 class TriggerRunRequest(RequestModel):
@@ -536,7 +409,7 @@ class EventEnvelopeBody(RequestModel):
     #: The reference accepts any JSON object here, arrays included (reference §7.2); when
     #: present it must not be null.
     metadata: dict[str, Any] | list[Any] | SkipJsonSchema[None] = Field(
-        default=None, json_schema_extra=_no_default
+        default=None, json_schema_extra=no_default
     )
     emitted_at: str = Field(min_length=1)
 
@@ -549,7 +422,7 @@ class IngestEventRequest(RequestModel):
     environment: Environment
     envelope: EventEnvelopeBody
     #: When present, a string (null is refused, as by the reference).
-    idempotency_key: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=_no_default)
+    idempotency_key: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=no_default)
 
 
 class IngestMatchView(CompactModel):

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from relayflow.api.models import ResponseModel, RunErrorView, RunStatus
+from relayflow.api.model_bases import ResponseModel
+from relayflow.api.models import RunErrorView, RunStatus
 from relayflow.api.views import error_view
 from relayflow.core.views import RunDetail, TimelineEntry
 from relayflow.errors import RunNotFoundError

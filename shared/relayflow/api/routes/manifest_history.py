@@ -11,7 +11,8 @@ from pydantic import Field, WithJsonSchema
 from relayflow.api.auth import RUNS_READ
 from relayflow.api.context import ApiContext
 from relayflow.api.errors import ApiError
-from relayflow.api.models import ManifestView, ResponseModel
+from relayflow.api.model_bases import ResponseModel
+from relayflow.api.models import ManifestView
 from relayflow.api.responses import READ_ERRORS, declare
 from relayflow.protocol import ENVIRONMENTS
 

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from relayflow.api.auth import RUNS_READ, RUNS_WRITE
 from relayflow.api.context import ApiContext
 from relayflow.api.errors import ApiError
-from relayflow.api.models import Environment, ResponseModel
+from relayflow.api.model_bases import ResponseModel
+from relayflow.api.models import Environment
 from relayflow.api.responses import READ_ERRORS, declare
 from relayflow.schedules.service import ScheduleService
 

@@ -70,21 +70,8 @@ class DynamoDBDebouncer(FlowTable):
         raise lost_too_often("debouncing a trigger")
 
     def _write(self, table_key: dict[str, Any], burst: Burst, version: int) -> bool:
-        try:
-            self._db().put_item(
-                TableName=self.table_name,
-                Item={
-                    **table_key,
-                    "burst": {"S": json.dumps(asdict(burst), separators=(",", ":"))},
-                    "v": {"N": str(version + 1)},
-                },
-                **unchanged_since(version),
-            )
-        except Exception as exc:
-            if refused(exc):
-                return False
-            raise
-        return True
+        burst_json = json.dumps(asdict(burst), separators=(",", ":"))
+        return self._put_next_version(table_key, {"burst": {"S": burst_json}}, version)
 
     def close(self, scope: SlotScope, run_id: str, *, now_ms: int) -> int | None:
         """End the run's burst when it is due (see the port)."""

@@ -75,3 +75,20 @@ class FlowTable:
         found = self._db().get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
         item: dict[str, Any] | None = found.get("Item")
         return item
+
+    def _put_next_version(
+        self, table_key: dict[str, Any], fields: dict[str, Any], version: int
+    ) -> bool:
+        """Write the item as version ``version + 1`` if it is still at ``version``; False when
+        another writer moved it first (the caller reads again)."""
+        try:
+            self._db().put_item(
+                TableName=self.table_name,
+                Item={**table_key, **fields, "v": {"N": str(version + 1)}},
+                **unchanged_since(version),
+            )
+        except Exception as exc:
+            if refused(exc):
+                return False
+            raise
+        return True

@@ -17,8 +17,6 @@ from relayflow.adapters.aws.flow_table import (
     FlowTable,
     item_key,
     lost_too_often,
-    refused,
-    unchanged_since,
 )
 from relayflow.flow.ports import Reservation
 from relayflow.flow.rules import LimiterState, reserve_slot
@@ -72,19 +70,8 @@ class DynamoDBRateLimiter(FlowTable):
         raise lost_too_often("reserving a rate limit slot")
 
     def _write(self, table_key: dict[str, Any], state: LimiterState, version: int) -> bool:
-        try:
-            self._db().put_item(
-                TableName=self.table_name,
-                Item={
-                    **table_key,
-                    "tat": {"N": str(state.tat_ms)},
-                    "res": {"S": json.dumps(state.reservations, separators=(",", ":"))},
-                    "v": {"N": str(version + 1)},
-                },
-                **unchanged_since(version),
-            )
-        except Exception as exc:
-            if refused(exc):
-                return False
-            raise
-        return True
+        fields = {
+            "tat": {"N": str(state.tat_ms)},
+            "res": {"S": json.dumps(state.reservations, separators=(",", ":"))},
+        }
+        return self._put_next_version(table_key, fields, version)

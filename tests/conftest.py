@@ -49,3 +49,16 @@ def _settings_read_afresh() -> Iterator[None]:
     current_settings.cache_clear()
     yield
     current_settings.cache_clear()
+
+
+@pytest.fixture
+def clean_registry() -> Iterator[None]:
+    """Each test registers its own workflows; the ones other modules registered when they
+    were imported come back after (tests of those modules may run next in this process)."""
+    from relayflow.sdk import registry
+
+    saved = dict(registry._REGISTRY)
+    registry.reset_registry()
+    yield
+    registry.reset_registry()
+    registry._REGISTRY.update(saved)

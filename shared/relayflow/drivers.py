@@ -32,6 +32,7 @@ from relayflow.errors import (
     ValidationError,
     WorkflowNotFoundError,
 )
+from relayflow.flow.declarations import TriggerOptions
 from relayflow.json_values import non_json_reason
 from relayflow.ports import ManifestStore, PayloadStore, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
@@ -210,11 +211,15 @@ class WorkflowDriver:
         run_id: str | None = None,
         timeout_ms: int | None = None,
         triggered_by: Mapping[str, Any] | None = None,
+        options: TriggerOptions | None = None,
     ) -> RunDetail:
         """Start a run and drive it inline (bounded); returns the run as it then stands.
 
         A second trigger with the same idempotency key (or run id) returns the first run
-        untouched: same id, original input, not driven again.
+        untouched: same id, original input, not driven again. ``options`` are the trigger's
+        flow controls (``delay``, ``debounce``, ``ttl``, ``priority``, ``concurrency_key``):
+        the run may come back ``delayed`` or ``queued``, or be the run a debounced trigger
+        joined.
         """
         run, _ = self.start(
             workflow,
@@ -225,6 +230,7 @@ class WorkflowDriver:
             run_id=run_id,
             timeout_ms=timeout_ms,
             triggered_by=triggered_by,
+            options=options,
         )
         return run
 
@@ -240,6 +246,7 @@ class WorkflowDriver:
         timeout_ms: int | None = None,
         triggered_by: Mapping[str, Any] | None = None,
         drive: bool = True,
+        options: TriggerOptions | None = None,
     ) -> tuple[RunDetail, bool]:
         """Like :meth:`trigger`, and whether this call's insert created the run.
 
@@ -257,6 +264,7 @@ class WorkflowDriver:
             timeout_ms=timeout_ms,
             triggered_by=triggered_by,
             drive=drive,
+            options=options,
         )
         return self.admin.describe(record), created
 
@@ -272,6 +280,7 @@ class WorkflowDriver:
         timeout_ms: int | None,
         triggered_by: Mapping[str, Any] | None,
         drive: bool = True,
+        options: TriggerOptions | None = None,
     ) -> tuple[RunRecord, bool]:
         _check_depth("run input", input)
         workflow_id = workflow_id_of(workflow)
@@ -295,6 +304,7 @@ class WorkflowDriver:
             triggered_by=RunTrigger.model_validate(dict(triggered_by or {"kind": "api"})),
             idempotency_key=idempotency_key,
             timeout_ms=timeout_ms,
+            flow=options,
         )
         return self.engine.trigger(spec, drive=drive)
 

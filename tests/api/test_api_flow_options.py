@@ -1,6 +1,6 @@
 """``POST /api/runs`` flow-control options: refused with a 400 naming the field when they are
-malformed, and with 422 ``flow_control_not_enforced`` (storing no run) while the orchestrator
-does not enforce them yet. The OpenAPI document describes exactly what 400 refuses."""
+malformed, and carried out when they are well formed (a delayed run, a debounced trigger
+joining its burst's run). The OpenAPI document describes exactly what 400 refuses."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ GOOD: list[tuple[str, Any]] = [
     ("priority", 7.0),
     ("concurrencyKey", "acme"),
     ("debounce", {"key": "customerId", "delay": "5s"}),
-    ("debounce", {"key": "event.data.id", "delay": 500, "mode": "leading", "maxWait": "1m"}),
+    ("debounce", {"key": "input.customerId", "delay": 500, "mode": "leading", "maxWait": "1m"}),
 ]
 BAD: list[tuple[str, Any, str]] = [
     ("delay", "10 minutes", "'delay': value error, must be at least 0 ms"),
@@ -49,18 +49,51 @@ BEYOND_SCHEMA = {"key must be a path", "maxWait must not be shorter"}
 
 def _trigger(api: Api, name: str, value: Any) -> Any:
     return api.post(
-        "/api/runs", {"workflowId": "api.echo", "input": 1, "idempotencyKey": "k1", name: value}
+        "/api/runs",
+        {
+            "workflowId": "api.echo",
+            "input": {"customerId": "c1"},
+            "idempotencyKey": "k1",
+            name: value,
+        },
     )
 
 
 @pytest.mark.parametrize(("name", "value"), GOOD)
-def test_a_well_formed_option_is_refused_as_not_enforced_and_stores_no_run(
-    api: Api, name: str, value: Any
-) -> None:
+def test_a_well_formed_option_is_accepted(api: Api, name: str, value: Any) -> None:
     answer = _trigger(api, name, value)
-    assert answer.status == 422
-    assert answer.body["error"] == "flow_control_not_enforced"
-    assert name in answer.body["message"]
+    assert answer.status == 201, answer.body
+    delayed = (name == "delay" and value != 0) or (
+        name == "debounce" and value.get("mode") != "leading"
+    )
+    assert answer.body["status"] == ("delayed" if delayed else "completed")
+
+
+def test_a_delayed_run_answers_its_start_and_can_be_cancelled(api: Api) -> None:
+    answer = _trigger(api, "delay", "10m")
+    run = answer.body
+    assert run["status"] == "delayed"
+    cancelled = api.post(f"/api/runs/{run['id']}/cancel", {})
+    assert cancelled.body["status"] == "cancelled"
+
+
+def test_a_debounced_trigger_answers_200_with_the_run_it_joined(api: Api) -> None:
+    body = {"workflowId": "api.echo", "debounce": {"key": "customerId", "delay": "30s"}}
+    first = api.post("/api/runs", {**body, "input": {"customerId": "c1", "n": 1}})
+    joined = api.post("/api/runs", {**body, "input": {"customerId": "c1", "n": 2}})
+    assert (first.status, joined.status) == (201, 200)
+    assert joined.body["id"] == first.body["id"]
+    other = api.post("/api/runs", {**body, "input": {"customerId": "c2", "n": 3}})
+    assert other.status == 201 and other.body["id"] != first.body["id"]
+
+
+def test_a_debounce_key_missing_from_the_input_answers_400(api: Api) -> None:
+    answer = api.post(
+        "/api/runs",
+        {"workflowId": "api.echo", "input": {}, "debounce": {"key": "customerId", "delay": "1s"}},
+    )
+    assert answer.status == 400
+    assert answer.body["error"] == "concurrency_key_missing"
     assert api.get("/api/runs").body["runs"] == []
 
 
@@ -92,13 +125,7 @@ def _body_schema(api: Api) -> Draft202012Validator:
 def test_options_are_refused_exactly_when_the_document_forbids_them(
     api: Api, name: str, value: Any
 ) -> None:
-    body = {"workflowId": "api.echo", "input": 1, name: value}
+    body = {"workflowId": "api.echo", "input": {"customerId": "c1"}, name: value}
     allowed = _body_schema(api).is_valid(body)
     answer = api.post("/api/runs", body)
-    assert answer.status == (422 if allowed else 400)
-
-
-def test_the_document_declares_the_not_enforced_answer(api: Api) -> None:
-    doc = api.get("/api/openapi.json", token=None).body
-    refused = doc["paths"]["/api/runs"]["post"]["responses"]["422"]
-    assert "flow_control_not_enforced" in refused["description"]
+    assert answer.status == (201 if allowed else 400)

@@ -11,6 +11,7 @@ from relayflow.adapters.aws.alarms import SchedulerAlarmClock
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
+from relayflow.adapters.aws.debounces import DynamoDBDebouncer
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
@@ -84,6 +85,9 @@ def moto_driver(
             SETTINGS.require("table_name"), client_factory=clients.dynamodb, keep_ms=DAY_MS
         ),
         slots=DynamoDBConcurrencySlots(
+            SETTINGS.require("table_name"), client_factory=clients.dynamodb
+        ),
+        debouncer=DynamoDBDebouncer(
             SETTINGS.require("table_name"), client_factory=clients.dynamodb
         ),
     )

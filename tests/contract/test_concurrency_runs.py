@@ -5,7 +5,7 @@ up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,15 +14,9 @@ import pytest
 from relayflow import workflow
 from relayflow.errors import RunNotFoundError
 from relayflow.flow import Concurrency, FlowKeyMissingError
-from relayflow.sdk.registry import reset_registry
 from relayflow.testing import DriverHarness
 
-
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
+pytestmark = pytest.mark.usefixtures("clean_registry")
 
 
 MakeEnv = Callable[..., DriverHarness]

@@ -67,11 +67,10 @@ LISTED = (
     ),
     Listed(
         "POST /api/runs",
-        422,
-        "flow_control_not_enforced",
-        "state of the product, not shape: delay, debounce, ttl, priority and concurrencyKey are "
-        "accepted by the document but refused until the orchestrator enforces them (the "
-        "document declares this 422)",
+        400,
+        "concurrency_key_missing",
+        "a relation between two fields: a debounce key (or a workflow's concurrency key) is a "
+        "path that must find a string or number in the run's input",
     ),
     Listed(
         "POST /api/runs",

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from relayflow.admin import WorkflowAdmin
-from relayflow.api.errors import ApiError
 from relayflow.api.models import TriggerRunRequest
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
@@ -46,22 +45,14 @@ class Backend:
         that run back untouched; ``created`` is the engine's word (the insert that won).
 
         Flow-control options (``delay``, ``debounce``, ``ttl``, ``priority``,
-        ``concurrencyKey``) are refused with 422 ``flow_control_not_enforced`` until the
-        orchestrator enforces them; no run is stored.
+        ``concurrencyKey``) go to the orchestrator: the run may be stored ``delayed`` or
+        ``queued``, or the answer may be the run a debounced trigger joined (not created).
 
         A backing service failing transiently once the run is stored (arming its alarm,
         saving a step) does not undo the run: it is returned as stored, with the error in
         ``interrupted``; the sweeper drives it when it is due.
         """
-        not_enforced = request.flow_options().given()
-        if not_enforced:
-            # Accepting them and starting the run unlimited would break the caller's intent.
-            raise ApiError(
-                422,
-                "flow_control_not_enforced",
-                f"{', '.join(not_enforced)}: accepted by the API but not enforced by this "
-                "version yet; trigger without them",
-            )
+        options = request.flow_options()
         run_id = resolve_run_id(
             request.workflow_id,
             run_id=request.run_id,
@@ -83,8 +74,9 @@ class Backend:
                 environment=request.environment,
                 run_id=run_id,
                 drive=not hand_off,
+                options=options if options.given() else None,
             )
-            if created and hand_off:
+            if created and hand_off and run.status == "running":
                 self.driver.engine.hand_off_or_raise(run_id)
         except RelayflowError as exc:
             stored = self.admin.get_run(run_id) if getattr(exc, "transient", False) else None

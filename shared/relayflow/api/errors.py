@@ -30,6 +30,7 @@ from relayflow.errors import (
     WorkflowNotFoundError,
 )
 from relayflow.events.errors import EventTooLargeError, InvalidEventError, ManifestValidationError
+from relayflow.flow.errors import FlowKeyMissingError
 
 
 class ApiError(RelayflowError):
@@ -86,6 +87,7 @@ DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (EventTooLargeError, 413, "payload_too_large"),
     (InvalidEventError, 400, None),
     (ManifestValidationError, 400, "invalid_body"),
+    (FlowKeyMissingError, 400, None),
     (ValidationError, 400, "invalid_body"),
     (StaleRunError, 409, "conflict"),
     (RunAlreadyExistsError, 409, "run_exists"),

@@ -34,6 +34,7 @@ from relayflow.protocol import CheckpointEntry, ErrorEnvelope
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
+    "delayed",
     "queued",
     "running",
     "waiting",

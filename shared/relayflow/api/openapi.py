@@ -61,12 +61,6 @@ def tidy_openapi(doc: dict[str, Any]) -> dict[str, Any]:
             operation.get("responses", {}).pop("422", None)
             if method == "post" and not path.startswith("/api/manifests"):
                 _declare_idempotency(operation)
-            if operation.get("operationId") == "triggerRun":
-                refused = operation["responses"]["422"]
-                refused["description"] += (
-                    "; flow_control_not_enforced: a flow-control option this version accepts "
-                    "but does not enforce yet (no run is stored)"
-                )
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)

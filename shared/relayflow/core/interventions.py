@@ -34,7 +34,7 @@ from relayflow.core.outcome import (
     settle_waits,
     working_copy,
 )
-from relayflow.core.record import RunRecord
+from relayflow.core.record import NOT_STARTED, RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at
 from relayflow.errors import ChildRunError, RunTerminalError, child_ended_message
@@ -117,7 +117,8 @@ def on_alarm(record: RunRecord, now: int, settings: CoreSettings) -> Transition:
 
     An early or duplicate alarm changes nothing and re-arms the alarm at the wake time.
     """
-    if record.is_terminal:
+    if record.is_terminal or record.status in NOT_STARTED:
+        # A run not started yet is started (or expired) by the engine's flow control.
         return Transition(record, (), changed=False)
     due = record.wake_at is not None and record.wake_at <= now
     if record.status == "waiting" and not due:
@@ -147,8 +148,18 @@ def on_alarm(record: RunRecord, now: int, settings: CoreSettings) -> Transition:
     return Transition(record, rearm, changed=False)
 
 
-def cancel(record: RunRecord, reason: str | None, compensate: bool, now: int) -> Transition:
+def cancel(
+    record: RunRecord,
+    reason: str | None,
+    compensate: bool,
+    now: int,
+    *,
+    code: str = "CANCELLED",
+) -> Transition:
     """Cancel a waiting or running run, and its attached children.
+
+    ``code`` is the error code the run ends with when it is not compensated (flow control
+    cancels with its own, e.g. ``CONCURRENCY_REPLACED``).
 
     Without compensation the run is ``cancelled`` at once. With it, the run runs once more
     with ``cancel`` set on the request so the host runs the compensations (LIFO) and answers
@@ -160,9 +171,7 @@ def cancel(record: RunRecord, reason: str | None, compensate: bool, now: int) ->
     _refuse_terminal(record, "cancel", code="already_terminal")
     rec = working_copy(record)
     if not compensate:
-        error = SerializedError(
-            category="USER_ERROR", code="CANCELLED", message=reason or "run cancelled"
-        )
+        error = SerializedError(category="USER_ERROR", code=code, message=reason or "run cancelled")
         effects = finish(
             rec, "cancelled", now, error=error, cancel_children=True, cancel_reason=reason
         )

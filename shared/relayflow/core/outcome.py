@@ -166,6 +166,7 @@ def child_spec(record: RunRecord, wait: Waitpoint) -> tuple[TriggerSpec, bool]:
         ),
         idempotency_key=key if isinstance(key, str) else None,
         parent=None if detached else ParentLink(run_id=record.id, waitpoint_id=wid),
+        parent_workflow_id=record.workflow_id,
     )
     return spec, detached
 

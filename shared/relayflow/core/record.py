@@ -25,6 +25,7 @@ from relayflow.protocol import (
 )
 
 RunStatus = Literal[
+    "delayed",
     "queued",
     "running",
     "waiting",
@@ -37,6 +38,8 @@ RunStatus = Literal[
 TERMINAL_STATUSES: frozenset[str] = frozenset(
     {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
 )
+#: The statuses of a run that has not started yet (flow control holds it back).
+NOT_STARTED: frozenset[str] = frozenset({"delayed", "queued"})
 InjectionKind = Literal["EVENT", "SIGNAL", "MANUAL"]
 
 
@@ -148,6 +151,13 @@ class RunRecord(RecordModel):
     #: The concurrency key the run counts against (``""``: its workflow's one limit); None
     #: for a run of a workflow without ``concurrency``. A ``queued`` run waits for a slot.
     concurrency_key: str | None = None
+    #: Queued runs with a higher priority take a free slot first (the trigger's ``priority``).
+    priority: int = 0
+    #: A ``delayed`` or ``queued`` run not started by then ends ``cancelled`` with
+    #: ``TTL_EXPIRED`` (the trigger's ``ttl``); None once started or without a ttl.
+    start_deadline: int | None = None
+    #: The debounce key of a run that a burst of triggers folds into (None: not debounced).
+    debounce_key: str | None = None
     # Beyond the reference runtime's record: what conditional, serialized updates need.
     version: int = 0
     lease: Lease | None = None

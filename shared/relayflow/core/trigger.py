@@ -7,6 +7,7 @@ from typing import Any
 
 from relayflow.core.record import ParentLink, RunRecord
 from relayflow.errors import ValidationError
+from relayflow.flow.declarations import TriggerOptions
 from relayflow.protocol import ENVIRONMENTS, RunTrigger, TenantMeta
 
 
@@ -26,6 +27,10 @@ class TriggerSpec:
         idempotency_key: The caller's key, kept on the record.
         timeout_ms: Workflow timeout; the run fails with ``WORKFLOW_TIMEOUT`` after it.
         parent: The parent and its RUN wait, for attached child runs.
+        flow: The trigger's flow-control options (delay, debounce, ttl, priority,
+            concurrency key).
+        parent_workflow_id: The parent's workflow, for child runs (a child of its parent's
+            own workflow runs under its parent's concurrency slot).
     """
 
     workflow_id: str
@@ -39,6 +44,8 @@ class TriggerSpec:
     idempotency_key: str | None = None
     timeout_ms: int | None = None
     parent: ParentLink | None = None
+    flow: TriggerOptions | None = None
+    parent_workflow_id: str | None = None
 
 
 def resolve_run_id(

@@ -17,7 +17,7 @@ from relayflow.core.record import RunRecord
 from relayflow.core.settings import CoreSettings
 from relayflow.errors import RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
-from relayflow.flow.ports import ConcurrencySlots
+from relayflow.flow.ports import ConcurrencySlots, Debouncer
 from relayflow.leases import LeaseKeeper
 from relayflow.ports import (
     AlarmClock,
@@ -85,6 +85,8 @@ class EngineBase:
         slots: The concurrency slots per (workflow, key); without them ``concurrency`` is
             not enforced.
         concurrency_of: A workflow's ``concurrency`` declaration by id (None: unlimited).
+        debouncer: The open bursts of debounced triggers; without one a trigger asking for
+            ``debounce`` is refused.
     """
 
     def __init__(
@@ -102,10 +104,12 @@ class EngineBase:
         pending: PendingDeliveries | None = None,
         slots: ConcurrencySlots | None = None,
         concurrency_of: Callable[[str], Concurrency | None] | None = None,
+        debouncer: Debouncer | None = None,
     ) -> None:
         self.runs = runs
         self.slots = slots
         self._concurrency_of = concurrency_of
+        self.debouncer = debouncer
         self.pending = pending
         self.checkpoints = checkpoints
         if checkpoints is None and settings is not None and settings.require_per_step:

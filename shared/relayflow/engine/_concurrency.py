@@ -1,23 +1,27 @@
 """Concurrency per key in the engine: a new run of a limited workflow is stored ``queued``,
-takes a slot (or waits in its key's queue), and the end of a run hands its slot to the
-next queued one at once.
+takes a slot (or waits in its key's queue, or is refused, or replaces the oldest holder, as
+the strategy says), and the end of a run hands its slot to the next queued one at once.
 
 The run is inserted ``queued`` before it asks for a slot, so a crash in between leaves a run
-that never started, not one that runs without a slot. A run that ends (whatever its status)
-releases its slot or queue place; the runs the release starts are marked ``running`` and
-handed off to be driven.
+that never started, not one that runs without a slot; the queued run's check (see
+``_deferred``) asks again. A run that ends (whatever its status) releases its slot or queue
+place; the runs the release starts are marked ``running`` and handed off to be driven.
 """
 
 from __future__ import annotations
 
 import logging
 
+from relayflow.core.deferred import end_unstarted, queued, started
 from relayflow.core.effects import Transition
+from relayflow.core.interventions import cancel
 from relayflow.core.record import RunRecord
 from relayflow.engine._base import Work
 from relayflow.engine._effects import EffectApplier
+from relayflow.errors import RunNotFoundError, RunTerminalError
 from relayflow.flow import admission
-from relayflow.flow.declarations import Concurrency
+from relayflow.flow.declarations import Concurrency, TriggerOptions
+from relayflow.flow.errors import CONCURRENCY_REPLACED
 from relayflow.flow.ports import ConcurrencySlots, SlotScope
 
 _log = logging.getLogger("relayflow.engine")
@@ -32,34 +36,77 @@ class ConcurrencyGate(EffectApplier):
         declared = self._concurrency_of(workflow_id)
         return None if declared is None else (self.slots, declared)
 
-    def _queued_draft(self, record: RunRecord) -> RunRecord:
-        """The new run as inserted: ``queued`` under its key when its workflow is limited.
+    def _limited_draft(
+        self,
+        record: RunRecord,
+        options: TriggerOptions | None = None,
+        parent_workflow_id: str | None = None,
+    ) -> RunRecord:
+        """The new run as inserted: its concurrency key set and, unless it is ``delayed``,
+        ``queued`` under it, when its workflow is limited.
+
+        A child run of its parent's own workflow runs under its parent's slot (so recursion
+        with ``limit=1`` cannot deadlock); a child of another limited workflow is limited.
 
         Raises:
             FlowKeyMissingError: The key's path finds nothing in the input (nothing stored).
         """
         gate = self._concurrency(record.workflow_id)
-        if gate is None or record.parent is not None:
+        if gate is None or parent_workflow_id == record.workflow_id:
             return record
-        scope = admission.concurrency_scope(record.workflow_id, gate[1], record.input)
-        return record.model_copy(
-            update={"status": "queued", "wake_at": None, "concurrency_key": scope.key}
-        )
+        scope = admission.concurrency_scope(record.workflow_id, gate[1], record.input, options)
+        if record.status == "delayed":
+            return record.model_copy(update={"concurrency_key": scope.key})
+        return queued(record, scope.key, self.clock.now_ms())
 
     def _admit(self, stored: RunRecord) -> RunRecord:
-        """Take a slot for the just-inserted queued run: the run as it now is (``running``
-        when it got one, still ``queued`` when it waits)."""
+        """Take a slot for the queued run, as its workflow's strategy says: the run as it now
+        is (``running`` when it got one, ``queued`` when it waits, ``cancelled`` when
+        ``cancel-newest`` refused it). Safe to repeat."""
         gate = self._concurrency(stored.workflow_id)
         if gate is None or stored.status != "queued" or stored.concurrency_key is None:
             return stored
         slots, declared = gate
         scope = SlotScope(stored.workflow_id, stored.concurrency_key)
         decided = admission.admit(
-            slots, scope, stored.id, declared, priority=0, now_ms=self.clock.now_ms()
+            slots, scope, stored.id, declared, priority=stored.priority, now_ms=self.clock.now_ms()
         )
+        if decided.refused is not None:
+            message = (
+                f"not started: {decided.describe()}, and the workflow's concurrency strategy "
+                "is cancel-newest"
+            )
+            return self._end_unstarted(stored.id, decided.refused, message)
+        if decided.replaces is not None:
+            self._replace(decided.replaces, stored.id)
         if not decided.start:
             return stored
         return self._start_queued(stored.id, Work())
+
+    def _replace(self, holder_id: str, newer_id: str) -> None:
+        """``cancel-in-progress``: cancel the oldest holder; its release starts ``newer_id``
+        (first in line). A holder that ended meanwhile has released already."""
+        reason = f"replaced by run {newer_id} (concurrency strategy cancel-in-progress)"
+
+        def replace(record: RunRecord, now: int) -> tuple[Transition, None]:
+            return cancel(record, reason, False, now, code=CONCURRENCY_REPLACED), None
+
+        try:
+            saved, _ = self._mutate(holder_id, replace, Work())
+        except (RunNotFoundError, RunTerminalError):
+            return
+        self._deliver_cancel(saved)
+
+    def _end_unstarted(self, run_id: str, code: str, message: str) -> RunRecord:
+        """End a run that never started ``cancelled`` with ``code``."""
+
+        def end(record: RunRecord, now: int) -> tuple[Transition, None]:
+            if record.is_terminal or record.status == "running":
+                return Transition(record, changed=False), None
+            return end_unstarted(record, now, code, message), None
+
+        saved, _ = self._mutate(run_id, end, Work())
+        return saved
 
     def _start_queued(self, run_id: str, work: Work) -> RunRecord:
         """Mark a queued run that holds a slot ``running`` and due now."""
@@ -67,7 +114,7 @@ class ConcurrencyGate(EffectApplier):
         def start(record: RunRecord, now: int) -> tuple[Transition, None]:
             if record.status != "queued":
                 return Transition(record, changed=False), None
-            return Transition(record.model_copy(update={"status": "running", "wake_at": now})), None
+            return Transition(started(record, now)), None
 
         saved, _ = self._mutate(run_id, start, work)
         return saved
@@ -82,17 +129,18 @@ class ConcurrencyGate(EffectApplier):
 
     def _release_slot(self, ended: RunRecord) -> None:
         """Give the ended run's slot (or queue place) to the next queued runs and hand them
-        off to be driven. A failure here leaves them holding a slot while stored queued."""
+        off to be driven. A failure here leaves them holding a slot while stored queued:
+        their queue check starts them."""
         gate = self._concurrency(ended.workflow_id)
         if gate is None or ended.concurrency_key is None:
             return
         slots, declared = gate
         scope = SlotScope(ended.workflow_id, ended.concurrency_key)
         try:
-            started = admission.release(
+            started_ids = admission.release(
                 slots, scope, ended.id, declared, now_ms=self.clock.now_ms()
             )
-            for run_id in started:
+            for run_id in started_ids:
                 self._start_queued(run_id, Work())
                 self.hand_off(run_id)
         except Exception:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TypeVar
 
+from relayflow.core.checkpoints import cancel_entry
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -24,6 +25,7 @@ from relayflow.core.record import RunRecord
 from relayflow.core.trigger import new_run
 from relayflow.engine._base import MAX_RACES, EngineBase, Work
 from relayflow.errors import (
+    CheckpointSlotTakenError,
     RelayflowError,
     RunAlreadyExistsError,
     RunNotFoundError,
@@ -31,6 +33,7 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
+from relayflow.flow.declarations import TriggerOptions
 from relayflow.protocol import SerializedError
 
 _log = logging.getLogger("relayflow.engine")
@@ -135,12 +138,15 @@ class EffectApplier(EngineBase):
             self._child_exists(effect, existing, work)
             return
         try:
-            inserted = self.runs.try_insert(child)
+            inserted = self.runs.try_insert(
+                self._limited_draft(child, None, spec.parent_workflow_id)
+            )
         except RunAlreadyExistsError as exc:
             self._child_exists(effect, exc.existing, work)
             return
         self._observe(None, inserted)
-        work.add(spec.run_id)
+        if self._admit(inserted).status == "running":
+            work.add(spec.run_id)
 
     def _child_exists(self, effect: StartChild, existing: RunRecord, work: Work) -> None:
         """A child to start is there already: an ended one resumes its parent (again)."""
@@ -156,6 +162,16 @@ class EffectApplier(EngineBase):
         if not effect.reconcile or self._needs_attention(existing, self.clock.now_ms()):
             # A child inserted by a process that died before driving it is driven here.
             work.add(existing.id)
+
+    def _limited_draft(
+        self, record: RunRecord, options: TriggerOptions | None, parent_workflow_id: str | None
+    ) -> RunRecord:
+        """The new run under its workflow's concurrency (see ``ConcurrencyGate``)."""
+        return record
+
+    def _admit(self, stored: RunRecord) -> RunRecord:
+        """Take a concurrency slot for a just-inserted run (see ``ConcurrencyGate``)."""
+        return stored
 
     def _resume_parent(self, effect: ResumeParent, work: Work) -> None:
         def step(rec: RunRecord, now: int) -> tuple[Transition, None]:
@@ -175,6 +191,32 @@ class EffectApplier(EngineBase):
                     work,
                 )
             except (RunNotFoundError, RunTerminalError):
+                continue
+
+    def _deliver_cancel(self, record: RunRecord) -> None:
+        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
+
+        A cancel entry takes the next free slot of the log, so the host's next checkpoint
+        fails its condition and the host stops the body there (and compensates when asked).
+        A plain cancel ends the run at once; the entry stops the host from running steps
+        whose results nobody will keep.
+        """
+        if self.checkpoints is None or not record.checkpoint_open:
+            return
+        directive = record.cancel_request
+        if directive is not None:
+            reason, compensate = directive.reason, directive.compensate
+        elif record.status == "cancelled":
+            reason, compensate = (record.error.message if record.error else None), False
+        else:
+            return
+        seq = record.checkpoint_seq + 1
+        for _ in range(MAX_RACES):
+            seq += len(self.checkpoints.read(record.id, seq - 1))
+            try:
+                self.checkpoints.append(record.id, cancel_entry(seq, reason, compensate))
+                return
+            except CheckpointSlotTakenError:
                 continue
 
 

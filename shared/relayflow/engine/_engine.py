@@ -8,18 +8,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from relayflow.core.checkpoints import cancel_entry
+from relayflow.core.deferred import deferred
 from relayflow.core.effects import Effect, Transition
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, inject, on_alarm
 from relayflow.core.pending import result_in, take
-from relayflow.core.record import RunRecord
+from relayflow.core.record import NOT_STARTED, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.engine._base import MAX_RACES, Work
-from relayflow.engine._concurrency import ConcurrencyGate
+from relayflow.engine._deferred import DeferredStarts
 from relayflow.engine._invocation import InvocationCycle
 from relayflow.errors import (
-    CheckpointSlotTakenError,
     DriveAbandoned,
     InboxFullError,
     RelayflowError,
@@ -28,36 +27,53 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
+from relayflow.flow.keys import resolve_key
 from relayflow.ports import PendingDeliveries
 
 _log = logging.getLogger("relayflow.engine")
 
 
-class Engine(ConcurrencyGate, InvocationCycle):
+class Engine(DeferredStarts, InvocationCycle):
     """Applies core transitions to stored runs and carries out their effects (see
     :class:`~relayflow.engine._base.EngineBase` for its arguments)."""
 
     def trigger(self, spec: TriggerSpec, *, drive: bool = True) -> tuple[RunRecord, bool]:
         """Insert a run atomically and drive it inline (bounded).
 
-        A run of a workflow with ``concurrency`` is inserted ``queued``; it starts here if it
-        takes a slot, else it is returned ``queued`` and starts when a slot frees.
+        Flow control applies first (see ``_deferred`` and ``_concurrency``): a debounced
+        trigger joins its burst's run; a run with ``delay`` is inserted ``delayed``; a run of
+        a workflow with ``concurrency`` is inserted ``queued`` and starts here only if it
+        takes a slot.
 
         Returns:
             The run as stored after the drive and whether this call created it. A run that
-            already existed (same id) is returned untouched and not driven.
+            already existed (same id, or the burst a debounced trigger joined) is returned
+            untouched and not driven.
         """
         if spec.timeout_ms is None and self._workflow_timeout is not None:
             spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
-        record = self._queued_draft(new_run(spec, self.clock.now_ms()))
+        now = self.clock.now_ms()
+        if spec.flow is not None and spec.flow.debounce is not None:
+            # An idempotency key wins over debounce: its run is answered as it is.
+            existing = self.runs.get(spec.run_id) if spec.idempotency_key else None
+            if existing is not None:
+                return existing, False
+        joined, spec, burst_start = self._debounced(spec, now)
+        if joined is not None:
+            return joined, False
+        record = self._draft(spec, now, burst_start)
         try:
             stored = self.runs.try_insert(record)
         except RunAlreadyExistsError as exc:
-            existing: RunRecord = exc.existing
-            return existing, False
+            existing_run: RunRecord = exc.existing
+            return existing_run, False
         self._observe(None, stored)
+        if stored.alarm_armed and stored.alarm_at is not None:
+            self.alarms.arm(stored.id, stored.alarm_at)
+        if stored.status == "delayed":
+            return stored, True
         stored = self._admit(stored)
-        if stored.status == "queued":
+        if stored.status != "running":
             return stored, True
         if drive and self._handing_off():
             self.hand_off(stored.id)
@@ -69,6 +85,22 @@ class Engine(ConcurrencyGate, InvocationCycle):
             latest = watched[stored.id]
         # Nothing saved by this drive (another process holds the run): read what is stored.
         return (self._load(stored.id) if latest is stored else latest), True
+
+    def _draft(self, spec: TriggerSpec, now: int, burst_start: int | None) -> RunRecord:
+        """The new run as inserted: delayed, queued or running as its flow control says."""
+        record = deferred(new_run(spec, now), spec.flow, now)
+        debounce = spec.flow.debounce if spec.flow is not None else None
+        if burst_start is not None and debounce is not None:
+            record = record.model_copy(
+                update={
+                    "status": "delayed",
+                    "wake_at": max(burst_start, record.wake_at or now),
+                    "timeout_deadline": None,
+                    "debounce_key": resolve_key(debounce.key, spec.input, what="debounce key"),
+                }
+            )
+        record = self._limited_draft(record, spec.flow, spec.parent_workflow_id)
+        return self._unstarted_alarm(record)
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
         """Deliver an event, signal or token outcome, then drive the run if it resumed.
@@ -164,9 +196,15 @@ class Engine(ConcurrencyGate, InvocationCycle):
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
 
     def cancel(
-        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        compensate: bool = False,
+        code: str = "CANCELLED",
     ) -> RunRecord:
-        """Cancel a run (and its attached children), optionally compensating first.
+        """Cancel a run (and its attached children), optionally compensating first; an
+        uncompensated run ends with ``code``.
 
         Raises:
             RunNotFoundError: No such run.
@@ -174,7 +212,7 @@ class Engine(ConcurrencyGate, InvocationCycle):
         """
         work = Work()
         saved, _ = self._mutate(
-            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
+            run_id, lambda rec, now: (cancel(rec, reason, compensate, now, code=code), None), work
         )
         self._deliver_cancel(saved)
         if self._handing_off():
@@ -182,32 +220,6 @@ class Engine(ConcurrencyGate, InvocationCycle):
             return saved
         self._run(work)
         return self._load(run_id)
-
-    def _deliver_cancel(self, record: RunRecord) -> None:
-        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
-
-        A cancel entry takes the next free slot of the log, so the host's next checkpoint
-        fails its condition and the host stops the body there (and compensates when asked).
-        A plain cancel ends the run at once; the entry stops the host from running steps
-        whose results nobody will keep.
-        """
-        if self.checkpoints is None or not record.checkpoint_open:
-            return
-        directive = record.cancel_request
-        if directive is not None:
-            reason, compensate = directive.reason, directive.compensate
-        elif record.status == "cancelled":
-            reason, compensate = (record.error.message if record.error else None), False
-        else:
-            return
-        seq = record.checkpoint_seq + 1
-        for _ in range(MAX_RACES):
-            seq += len(self.checkpoints.read(record.id, seq - 1))
-            try:
-                self.checkpoints.append(record.id, cancel_entry(seq, reason, compensate))
-                return
-            except CheckpointSlotTakenError:
-                continue
 
     def drive(self, run_id: str, *, take_over: bool = False) -> RunRecord | None:
         """Drive a run until it parks, ends or the inline budget is spent.
@@ -303,9 +315,12 @@ class Engine(ConcurrencyGate, InvocationCycle):
         race drops the draft and starts again from the stored run.
         """
         owner = f"{self._owner}/{next(self._drives)}"
-        claimed = self._acquire(
-            run_id, owner, take_over, work.take_known(run_id), mark_leased=mark_leased
-        )
+        known = work.take_known(run_id) or self.runs.get(run_id)
+        if known is not None and known.status in NOT_STARTED:
+            known = self._wake_unstarted(known) if self._due(known, self.clock.now_ms()) else None
+            if known is None:
+                return
+        claimed = self._acquire(run_id, owner, take_over, known, mark_leased=mark_leased)
         invocations = 0
         while claimed is not None:
             stored, draft = claimed

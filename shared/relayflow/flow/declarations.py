@@ -294,6 +294,10 @@ class TriggerOptions:
             return max(now_ms, epoch_ms(self.delay))
         return now_ms + parse_duration(self.delay)
 
+    def ttl_ms(self) -> int | None:
+        """The ttl in milliseconds (None: the run may wait forever)."""
+        return None if self.ttl is None else parse_duration(self.ttl)
+
     def given(self) -> list[str]:
         """The wire names of the options this trigger sets (``priority`` only when not 0)."""
         names = {

@@ -12,7 +12,7 @@ from relayflow.adapters.memory import (
     InMemoryRunStore,
     VirtualClock,
 )
-from relayflow.adapters.memory.flow import InMemoryConcurrencySlots
+from relayflow.adapters.memory.flow import InMemoryConcurrencySlots, InMemoryDebouncer
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.settings import CoreSettings
@@ -23,7 +23,7 @@ from relayflow.drivers import DeliveryResult, WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
-from relayflow.flow.ports import ConcurrencySlots
+from relayflow.flow.ports import ConcurrencySlots, Debouncer
 from relayflow.ports import (
     CheckpointLog,
     DispatcherResolver,
@@ -140,6 +140,7 @@ class WorkflowTestEnv:
             memory by default).
         slots: The concurrency slots of workflows declaring ``concurrency`` (in memory by
             default).
+        debouncer: The open bursts of debounced triggers (in memory by default).
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -166,6 +167,7 @@ class WorkflowTestEnv:
         checkpoints: CheckpointLog | None = None,
         pending: PendingDeliveries | None = None,
         slots: ConcurrencySlots | None = None,
+        debouncer: Debouncer | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -190,6 +192,7 @@ class WorkflowTestEnv:
             pending=pending or InMemoryPendingDeliveries(),
             slots=slots or InMemoryConcurrencySlots(),
             concurrency_of=self._concurrency_of,
+            debouncer=debouncer or InMemoryDebouncer(),
         )
         self.environment = environment
         self.driver = WorkflowDriver(
@@ -304,7 +307,9 @@ class WorkflowTestEnv:
     # ----- runs ---------------------------------------------------------------------------
 
     def trigger(self, workflow: Any, input: Any = None, **options: Any) -> RunDetail:
-        """Start a run (``idempotency_key=``, ``tags=``, ``environment=``, ``run_id=``)."""
+        """Start a run (``idempotency_key=``, ``tags=``, ``environment=``, ``run_id=``,
+        ``options=TriggerOptions(...)`` for delay, debounce, ttl, priority and concurrency
+        key)."""
         options.setdefault("environment", self.environment)
         return self.driver.trigger(workflow, input, **options)
 

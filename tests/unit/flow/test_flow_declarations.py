@@ -3,7 +3,6 @@ they reach the manifest and the step host."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,17 +23,12 @@ from relayflow.flow import (
 from relayflow.flow.keys import resolve_key
 from relayflow.protocol import StepRequest
 from relayflow.sdk.invocation import ExecutorOptions
-from relayflow.sdk.registry import reset_registry
 from relayflow.worker import handle_step_request
 
 T0 = 1_700_000_000_000
 
 
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
+pytestmark = pytest.mark.usefixtures("clean_registry")
 
 
 def test_the_flow_package_exports_are_pinned() -> None:

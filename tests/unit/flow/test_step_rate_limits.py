@@ -3,22 +3,15 @@ the virtual clock, for both the sync and the async context."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from relayflow import workflow
 from relayflow.flow import RateLimit
-from relayflow.sdk.registry import reset_registry
 from relayflow.testing import WorkflowTestEnv
 
-
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
+pytestmark = pytest.mark.usefixtures("clean_registry")
 
 
 def _limited(kind: str, limit: RateLimit, calls: list[int], env: list[WorkflowTestEnv]) -> Any:

@@ -9,6 +9,7 @@ from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lamb
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
+from relayflow.adapters.aws.debounces import DynamoDBDebouncer
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
@@ -183,6 +184,9 @@ def build_aws_driver(
             settings.require("table_name"), client_factory=clients.dynamodb
         ),
         concurrency_of=registered_concurrency,
+        debouncer=DynamoDBDebouncer(
+            settings.require("table_name"), client_factory=clients.dynamodb
+        ),
     )
     deliveries = DeliveryIdClaims(
         DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),

@@ -113,7 +113,10 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             *BODY_ERRORS,
             404,
             503,
-            extra={200: "the idempotency key already started this run"},
+            extra={
+                200: "the idempotency key already started this run, or a debounced "
+                "trigger joined this run"
+            },
         ),
     )
     def trigger_run(body: Annotated[TriggerRunRequest, Body()]) -> Response[RunView]:

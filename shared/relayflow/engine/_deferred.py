@@ -1,0 +1,190 @@
+"""Runs that do not start when triggered: ``delayed`` ones (a trigger's ``delay``, a trailing
+debounce) start at their time; ``queued`` ones are checked now and then; either ends with
+``TTL_EXPIRED`` when its ``ttl`` passes first.
+
+A debounced trigger joins the burst's run instead of creating one: the burst's state (its
+run, start time and latest input) lives in the debouncer, and the run reads it when it is
+due. A queued run's check repairs what a crash can leave behind: a slot it holds while still
+stored ``queued`` (a release whose answer was lost), or a queue place it never took (a crash
+between its insert and its admission). Each check is a read of its key and one write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+from relayflow.core.deferred import expire, expired, queue_check_at, queued, started
+from relayflow.core.effects import Transition
+from relayflow.core.outcome import arm
+from relayflow.core.record import RunRecord
+from relayflow.core.trigger import TriggerSpec
+from relayflow.engine._base import Work
+from relayflow.engine._concurrency import ConcurrencyGate
+from relayflow.flow.keys import resolve_key
+from relayflow.flow.ports import Debouncer, SlotScope
+
+
+class _BurstEnd(NamedTuple):
+    """What ending a trailing burst found: a later start a join moved the run to, or the
+    burst's latest input."""
+
+    later: int | None = None
+    input: Any = None
+    has_input: bool = False
+
+
+class DeferredStarts(ConcurrencyGate):
+    """Starts delayed and queued runs when their time or slot comes, and expires them."""
+
+    # -- debounce ------------------------------------------------------------------------------
+
+    def _debounced(
+        self, spec: TriggerSpec, now: int
+    ) -> tuple[RunRecord | None, TriggerSpec, int | None]:
+        """Offer a debounced trigger to its burst.
+
+        Returns:
+            The burst's run when the trigger joined one (else None); the spec of the run to
+            create (the burst's, so that a joiner can create a run whose opener died before
+            inserting it); and the start time of a trailing burst's run.
+        """
+        options = spec.flow
+        debounce = None if options is None else options.debounce
+        if debounce is None:
+            return None, spec, None
+        debouncer = self._require_debouncer()
+        key = resolve_key(debounce.key, spec.input, what="debounce key")
+        decision = debouncer.offer(
+            SlotScope(spec.workflow_id, key),
+            spec.run_id,
+            spec.input,
+            delay_ms=debounce.delay_ms,
+            mode=debounce.mode,
+            max_wait_ms=debounce.max_wait_ms,
+            now_ms=now,
+        )
+        trailing = debounce.mode == "trailing"
+        start_at = decision.start_at_ms if trailing else None
+        burst_spec = replace(spec, run_id=decision.run_id, input=decision.input)
+        if decision.opened:
+            return None, burst_spec, start_at
+        return self.runs.get(decision.run_id), burst_spec, start_at
+
+    def _require_debouncer(self) -> Debouncer:
+        if self.debouncer is None:
+            from relayflow.flow.errors import FlowControlError
+
+            raise FlowControlError("debounce needs a debouncer; this orchestrator has none")
+        return self.debouncer
+
+    # -- waking a run that has not started -------------------------------------------------------
+
+    def _wake_unstarted(self, record: RunRecord) -> RunRecord | None:
+        """A delayed or queued run came due: start it, expire it or put its next check.
+
+        Returns:
+            The run as stored when it is now ``running`` (to be driven), else None.
+        """
+        now = self.clock.now_ms()
+        if expired(record, now):
+            self._mutate(record.id, _expiring, Work())
+            return None
+        if record.status == "delayed":
+            return self._start_delayed(record, now)
+        if record.status == "queued":
+            return self._check_queued(record, now)
+        return record
+
+    def _start_delayed(self, record: RunRecord, now: int) -> RunRecord | None:
+        if record.wake_at is not None and record.wake_at > now:
+            self.alarms.arm(record.id, record.wake_at)
+            return None
+        burst = self._end_burst(record, now)
+        if burst.later is not None:
+            later = burst.later
+
+            def wait_more(rec: RunRecord, _now: int) -> tuple[Transition, None]:
+                if rec.status != "delayed":
+                    return Transition(rec, changed=False), None
+                rec = rec.model_copy(update={"wake_at": later})
+                return Transition(rec, (arm(rec, later),)), None
+
+            self._mutate(record.id, wait_more, Work())
+            return None
+
+        def begin(rec: RunRecord, at: int) -> tuple[Transition, None]:
+            if rec.status != "delayed":
+                return Transition(rec, changed=False), None
+            if burst.has_input:
+                rec = rec.model_copy(update={"input": burst.input})
+            if rec.concurrency_key is not None:
+                rec = queued(rec, rec.concurrency_key, at)
+                ttl = () if rec.start_deadline is None else (arm(rec, rec.start_deadline),)
+                return Transition(rec, ttl), None
+            return Transition(started(rec, at)), None
+
+        saved, _ = self._mutate(record.id, begin, Work())
+        saved = self._admit(saved)
+        return saved if saved.status == "running" else None
+
+    def _end_burst(self, record: RunRecord, now: int) -> _BurstEnd:
+        """End the trailing burst whose run is due (nothing for a run not debounced)."""
+        if record.debounce_key is None or self.debouncer is None:
+            return _BurstEnd()
+        scope = SlotScope(record.workflow_id, record.debounce_key)
+        burst = self.debouncer.current(scope)
+        later = self.debouncer.close(scope, record.id, now_ms=now)
+        if later is not None:
+            return _BurstEnd(later=later)
+        if burst is None or burst.run_id != record.id:
+            return _BurstEnd()
+        return _BurstEnd(input=burst.input, has_input=True)
+
+    def _check_queued(self, record: RunRecord, now: int) -> RunRecord | None:
+        gate = self._concurrency(record.workflow_id)
+        if gate is None or record.concurrency_key is None:
+            # No longer limited (the declaration was removed): start it.
+            return self._start_queued(record.id, Work())
+        slots, _ = gate
+        scope = SlotScope(record.workflow_id, record.concurrency_key)
+        if any(holder.run_id == record.id for holder in slots.holders(scope)):
+            saved = self._start_queued(record.id, Work())
+        elif any(waiting.run_id == record.id for waiting in slots.queue(scope)):
+            saved = self._next_check(record, now)
+        else:
+            saved = self._admit(record)
+            if saved.status == "queued":
+                saved = self._next_check(saved, now)
+        return saved if saved.status == "running" else None
+
+    def _next_check(self, record: RunRecord, now: int) -> RunRecord:
+        check = queue_check_at(record, now)
+
+        def put(rec: RunRecord, _now: int) -> tuple[Transition, None]:
+            if rec.status != "queued":
+                return Transition(rec, changed=False), None
+            return Transition(rec.model_copy(update={"wake_at": check})), None
+
+        saved, _ = self._mutate(record.id, put, Work())
+        return saved
+
+    def _unstarted_alarm(self, record: RunRecord) -> RunRecord:
+        """A new run's draft with its alarm marked armed (it is armed once inserted): a
+        delayed run's at its start, a queued run's at its ttl. A queued run's checks are
+        found by the sweeper, without an alarm."""
+        if record.status == "delayed":
+            at = record.wake_at
+        elif record.status == "queued":
+            at = record.start_deadline
+        else:
+            return record
+        if at is None:
+            return record
+        return record.model_copy(update={"alarm_armed": True, "alarm_at": at})
+
+
+def _expiring(record: RunRecord, now: int) -> tuple[Transition, None]:
+    if not expired(record, now):
+        return Transition(record, changed=False), None
+    return expire(record, now), None

@@ -281,6 +281,7 @@ class WorkflowDriver:
         triggered_by: Mapping[str, Any] | None,
         drive: bool = True,
         options: TriggerOptions | None = None,
+        event: Any = None,
     ) -> tuple[RunRecord, bool]:
         _check_depth("run input", input)
         workflow_id = workflow_id_of(workflow)
@@ -305,6 +306,7 @@ class WorkflowDriver:
             idempotency_key=idempotency_key,
             timeout_ms=timeout_ms,
             flow=options,
+            event=event,
         )
         return self.engine.trigger(spec, drive=drive)
 
@@ -337,6 +339,7 @@ class WorkflowDriver:
                 run_id=request.run_id,
                 timeout_ms=None,
                 triggered_by=request.triggered_by,
+                event=request.event,
             )
             if created and on_created is not None:
                 on_created(record.id)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from relayflow import workflow
+from relayflow.events import build_manifest, trigger_on
 from relayflow.flow import Concurrency, Debounce, TriggerOptions
 from relayflow.flow.ports import SlotScope
 from relayflow.testing import DriverHarness
@@ -326,3 +327,35 @@ def test_a_hundred_concurrent_triggers_start_by_priority_then_arrival(make_env: 
     ends = {by_id[run.id].input["name"]: env.get_run(run.id).completed_at for run in runs}
     moments = sorted(set(begun.values()))
     assert max(sum(1 for n in names if begun[n] <= t < ends[n]) for t in moments) == 5
+
+
+def test_a_key_path_into_the_event_limits_event_triggered_runs(make_env: MakeEnv) -> None:
+    """``event.data.account`` reads the triggering event, not the run's input (the filter's
+    mapper gives the run only the order id)."""
+
+    @workflow(id="ev.sync", concurrency=Concurrency(limit=1, key="event.data.account"))
+    async def sync(data: Any, ctx: Any) -> Any:
+        await ctx.sleep("1m")
+        return data
+
+    env = make_env(workflows=[sync])
+    flt = trigger_on(
+        "order.placed", target="ev.sync", input={"object": {"order": {"path": "data.order"}}}
+    )
+    env.driver.register_manifest(
+        "production",
+        build_manifest(environment="production", workflows=[sync], event_filters=[flt], built_at=0),
+    )
+
+    def send(order: str, account: str) -> str:
+        data = {"order": order, "account": account}
+        event = {"name": "order.placed", "data": data, "emittedAt": "2026-01-01T00:00:00Z"}
+        result = env.driver.ingest_event("production", event)
+        return str(result["matches"][0]["runId"])
+
+    first, second, other = send("o1", "acme"), send("o2", "acme"), send("o3", "globex")
+    statuses = [env.get_run(run_id).status for run_id in (first, second, other)]
+    assert statuses == ["waiting", "queued", "waiting"]
+    assert env.get_run(second).input == {"order": "o2"}
+    env.run_until_idle()
+    assert env.get_run(second).status == "completed"

@@ -31,6 +31,8 @@ class TriggerSpec:
             concurrency key).
         parent_workflow_id: The parent's workflow, for child runs (a child of its parent's
             own workflow runs under its parent's concurrency slot).
+        event: The triggering event's envelope, for flow-control keys that read it (not
+            stored with the run).
     """
 
     workflow_id: str
@@ -46,6 +48,7 @@ class TriggerSpec:
     parent: ParentLink | None = None
     flow: TriggerOptions | None = None
     parent_workflow_id: str | None = None
+    event: Any = None
 
 
 def resolve_run_id(

@@ -16,11 +16,12 @@ from relayflow.core.deferred import end_unstarted, queued, started
 from relayflow.core.effects import Transition
 from relayflow.core.interventions import cancel
 from relayflow.core.record import RunRecord
+from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._effects import EffectApplier
 from relayflow.errors import RunNotFoundError, RunTerminalError
 from relayflow.flow import admission
-from relayflow.flow.declarations import Concurrency, TriggerOptions
+from relayflow.flow.declarations import Concurrency
 from relayflow.flow.errors import CONCURRENCY_REPLACED
 from relayflow.flow.ports import ConcurrencySlots, SlotScope
 
@@ -36,12 +37,7 @@ class ConcurrencyGate(EffectApplier):
         declared = self._concurrency_of(workflow_id)
         return None if declared is None else (self.slots, declared)
 
-    def _limited_draft(
-        self,
-        record: RunRecord,
-        options: TriggerOptions | None = None,
-        parent_workflow_id: str | None = None,
-    ) -> RunRecord:
+    def _limited_draft(self, record: RunRecord, spec: TriggerSpec) -> RunRecord:
         """The new run as inserted: its concurrency key set and, unless it is ``delayed``,
         ``queued`` under it, when its workflow is limited.
 
@@ -52,9 +48,11 @@ class ConcurrencyGate(EffectApplier):
             FlowKeyMissingError: The key's path finds nothing in the input (nothing stored).
         """
         gate = self._concurrency(record.workflow_id)
-        if gate is None or parent_workflow_id == record.workflow_id:
+        if gate is None or spec.parent_workflow_id == record.workflow_id:
             return record
-        scope = admission.concurrency_scope(record.workflow_id, gate[1], record.input, options)
+        scope = admission.concurrency_scope(
+            record.workflow_id, gate[1], record.input, spec.flow, spec.event
+        )
         if record.status == "delayed":
             return record.model_copy(update={"concurrency_key": scope.key})
         return queued(record, scope.key, self.clock.now_ms())

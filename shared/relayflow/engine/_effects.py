@@ -22,7 +22,7 @@ from relayflow.core.effects import (
 )
 from relayflow.core.interventions import cancel, child_ended
 from relayflow.core.record import RunRecord
-from relayflow.core.trigger import new_run
+from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.engine._base import MAX_RACES, EngineBase, Work
 from relayflow.errors import (
     CheckpointSlotTakenError,
@@ -33,7 +33,6 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
-from relayflow.flow.declarations import TriggerOptions
 from relayflow.protocol import SerializedError
 
 _log = logging.getLogger("relayflow.engine")
@@ -138,9 +137,7 @@ class EffectApplier(EngineBase):
             self._child_exists(effect, existing, work)
             return
         try:
-            inserted = self.runs.try_insert(
-                self._limited_draft(child, None, spec.parent_workflow_id)
-            )
+            inserted = self.runs.try_insert(self._limited_draft(child, spec))
         except RunAlreadyExistsError as exc:
             self._child_exists(effect, exc.existing, work)
             return
@@ -163,9 +160,7 @@ class EffectApplier(EngineBase):
             # A child inserted by a process that died before driving it is driven here.
             work.add(existing.id)
 
-    def _limited_draft(
-        self, record: RunRecord, options: TriggerOptions | None, parent_workflow_id: str | None
-    ) -> RunRecord:
+    def _limited_draft(self, record: RunRecord, spec: TriggerSpec) -> RunRecord:
         """The new run under its workflow's concurrency (see ``ConcurrencyGate``)."""
         return record
 

@@ -99,7 +99,7 @@ class Engine(DeferredStarts, InvocationCycle):
                     "debounce_key": resolve_key(debounce.key, spec.input, what="debounce key"),
                 }
             )
-        record = self._limited_draft(record, spec.flow, spec.parent_workflow_id)
+        record = self._limited_draft(record, spec)
         return self._unstarted_alarm(record)
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:

@@ -50,6 +50,7 @@ class TriggerRequest:
         triggered_by: ``{"kind": "event", "eventId", "eventType", "filterId"}``.
         environment: The environment the event was sent to.
         has_input: False when the mapper projected nothing (the wire form then has no input).
+        event: The event's envelope, for flow-control keys that read it (``event.data.id``).
     """
 
     workflow_id: str
@@ -59,6 +60,7 @@ class TriggerRequest:
     triggered_by: dict[str, Any]
     environment: str
     has_input: bool = True
+    event: Any = None
     workflow_version: str = field(default="v1")
 
     def to_wire(self, tenant_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -267,6 +269,7 @@ def _ingest(
             },
             environment=request.environment,
             has_input=has_input,
+            event=envelope,
         )
         try:
             run_id = trigger(run)

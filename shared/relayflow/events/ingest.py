@@ -60,7 +60,7 @@ class TriggerRequest:
     triggered_by: dict[str, Any]
     environment: str
     has_input: bool = True
-    event: Any = None
+    event: Any = field(default=None, compare=False, repr=False)
     workflow_version: str = field(default="v1")
 
     def to_wire(self, tenant_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="tag the run (repeatable)")
     p.add_argument("--env", choices=ENVIRONMENTS, help="environment of the run")
     p.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    flow = p.add_argument_group("flow control (see the flow-control guide)")
+    flow.add_argument("--delay", help="start the run this long from now, e.g. 10m")
+    flow.add_argument("--ttl", help="cancel the run (TTL_EXPIRED) if it has not started by then")
+    flow.add_argument("--priority", type=int, help="queued runs with a higher priority go first")
+    flow.add_argument("--concurrency-key", help="the key the run's concurrency limit counts by")
+    flow.add_argument(
+        "--debounce", help='fold a burst into one run, as JSON: {"key": "user", "delay": "30s"}'
+    )
     _wait_options(p, 60.0)
     p.set_defaults(handler=cmd_trigger)
 

@@ -179,9 +179,12 @@ class ApiClient:
         tags: list[str] | None = None,
         environment: str | None = None,
         wait_ms: int | None = None,
+        flow: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """``POST /api/runs``: start a run (or return the run an idempotency key names)."""
-        body: dict[str, Any] = {"workflowId": workflow_id, "input": input_value}
+        """``POST /api/runs``: start a run (or return the run an idempotency key names, or
+        the run a debounced trigger joined). ``flow`` holds the flow-control options by their
+        wire names (``delay``, ``ttl``, ``priority``, ``concurrencyKey``, ``debounce``)."""
+        body: dict[str, Any] = {"workflowId": workflow_id, "input": input_value, **(flow or {})}
         if idempotency_key is not None:
             body["idempotencyKey"] = idempotency_key
         if tags:

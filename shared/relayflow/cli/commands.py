@@ -58,6 +58,13 @@ def _wait_ms(seconds: float) -> int:
 def cmd_trigger(args: argparse.Namespace, con: Console) -> int:
     """``relayflow trigger WORKFLOW``."""
     value = parse_json_arg(args.input, what="--input", default={})
+    flow = {
+        "delay": args.delay,
+        "ttl": args.ttl,
+        "priority": args.priority,
+        "concurrencyKey": args.concurrency_key,
+        "debounce": parse_json_arg(args.debounce, what="--debounce", default=None),
+    }
     run = con.client.trigger(
         args.workflow,
         value,
@@ -65,6 +72,7 @@ def cmd_trigger(args: argparse.Namespace, con: Console) -> int:
         tags=args.tag or None,
         environment=args.env,
         wait_ms=_wait_ms(args.timeout) if args.wait else None,
+        flow={name: given for name, given in flow.items() if given is not None},
     )
     run_id = str(pick(run, "id", "runId", default=""))
     if not args.wait:

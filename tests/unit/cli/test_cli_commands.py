@@ -101,6 +101,23 @@ def test_trigger_input_defaults_to_an_empty_object(fake_api: FakeApi) -> None:
     assert fake_api.last("POST", "/api/runs").body == {"workflowId": "wf", "input": {}}
 
 
+def test_trigger_sends_the_flow_control_options_by_their_wire_names(fake_api: FakeApi) -> None:
+    fake_api.on("POST", "/api/runs", (201, RUN_WAITING))
+    options = ["--delay", "10m", "--ttl", "1h", "--priority", "5", "--concurrency-key", "acme"]
+    debounce = ["--debounce", '{"key": "user", "delay": "30s"}']
+    code, _, _ = cli(fake_api, "trigger", "wf", *options, *debounce)
+    assert code == 0
+    assert fake_api.last("POST", "/api/runs").body == {
+        "workflowId": "wf",
+        "input": {},
+        "delay": "10m",
+        "ttl": "1h",
+        "priority": 5,
+        "concurrencyKey": "acme",
+        "debounce": {"key": "user", "delay": "30s"},
+    }
+
+
 def test_token_option_becomes_a_bearer_header(fake_api: FakeApi) -> None:
     fake_api.on("POST", "/api/runs", (200, RUN_WAITING))
     cli(fake_api, "trigger", "wf", "--token", "s3cret")

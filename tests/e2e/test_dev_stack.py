@@ -76,6 +76,31 @@ def test_the_fan_out_completes_through_the_cli(dev_stack: DevProcess) -> None:
     assert output["failed"] == ["notes.txt"]
 
 
+def test_a_delayed_trigger_starts_at_its_time_and_a_debounced_one_joins_it(
+    dev_stack: DevProcess,
+) -> None:
+    images = {"gallery": "g-later", "images": ["a.jpg"]}
+    debounce = json.dumps({"key": "gallery", "delay": "2s"})
+    first = relayflow(
+        dev_stack,
+        "trigger",
+        "media.thumbnails",
+        "--input",
+        json.dumps(images),
+        "--debounce",
+        debounce,
+    )
+    assert first.returncode == 0, first.stderr
+    run_id, status = first.stdout.split()
+    assert status == "delayed"
+    images["images"] = ["a.jpg", "b.jpg"]
+    body = {"workflowId": "media.thumbnails", "input": images, "debounce": json.loads(debounce)}
+    joined = requests.post(f"{dev_stack.url}/api/runs", json=body, headers=AUTH, timeout=10)
+    assert (joined.status_code, joined.json()["id"]) == (200, run_id)
+    run = poll_run(dev_stack, run_id, lambda r: r["status"] == "completed", timeout_s=20)
+    assert run["output"]["thumbnails"] == ["a-256.webp", "b-256.webp"], "the last input"
+
+
 def test_the_order_saga_sleeps_waits_for_its_event_and_runs_its_child(
     dev_stack: DevProcess,
 ) -> None:

@@ -359,3 +359,22 @@ def test_a_key_path_into_the_event_limits_event_triggered_runs(make_env: MakeEnv
     assert env.get_run(second).input == {"order": "o2"}
     env.run_until_idle()
     assert env.get_run(second).status == "completed"
+
+
+def test_the_queue_check_queues_a_run_that_never_took_its_place(make_env: MakeEnv) -> None:
+    """A crash between a queued run's insert and its admission: the run is stored queued
+    but the key's queue does not know it. Its queue check puts it in line."""
+    env, log = _limited(make_env)
+    _job(env, "holder")
+    lost = _job(env, "lost")
+    slots = env.driver.engine.slots
+    assert slots is not None
+    scope = SlotScope("jobs.run", "acme")
+    assert slots.release(scope, lost.id, limit=1, now_ms=env.now()) == []  # out of the queue
+    assert slots.queue(scope) == []
+    env.advance("1m")  # the holder ends; nobody is in line
+    env.driver.engine.sweep()
+    env.run_until_idle()
+    assert env.get_run(lost.id).status == "completed"
+    assert [name for name, _ in log] == ["holder", "lost"]
+    assert slots.holders(scope) == [] and slots.queue(scope) == []

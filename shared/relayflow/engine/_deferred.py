@@ -21,8 +21,17 @@ from relayflow.core.record import RunRecord
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._concurrency import ConcurrencyGate
+from relayflow.flow.errors import FlowControlError
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import Debouncer, SlotScope
+
+
+class TrailingBurst(NamedTuple):
+    """The trailing burst a trigger opened: its run starts at ``start_at_ms`` unless a join
+    moves it; ``key`` is the burst's resolved debounce key."""
+
+    start_at_ms: int
+    key: str
 
 
 class _BurstEnd(NamedTuple):
@@ -41,20 +50,20 @@ class DeferredStarts(ConcurrencyGate):
 
     def _debounced(
         self, spec: TriggerSpec, now: int
-    ) -> tuple[RunRecord | None, TriggerSpec, int | None]:
+    ) -> tuple[RunRecord | None, TriggerSpec, TrailingBurst | None]:
         """Offer a debounced trigger to its burst.
 
         Returns:
             The burst's run when the trigger joined one (else None); the spec of the run to
-            create (the burst's, so that a joiner can create a run whose opener died before
-            inserting it); and the start time of a trailing burst's run.
+            create (the burst's: its id and latest input); and, for a trailing burst, when
+            its run starts and its key.
         """
         options = spec.flow
         debounce = None if options is None else options.debounce
         if debounce is None:
             return None, spec, None
         debouncer = self._require_debouncer()
-        key = resolve_key(debounce.key, spec.input, what="debounce key")
+        key = resolve_key(debounce.key, spec.input, spec.event, what="debounce key")
         decision = debouncer.offer(
             SlotScope(spec.workflow_id, key),
             spec.run_id,
@@ -65,16 +74,14 @@ class DeferredStarts(ConcurrencyGate):
             now_ms=now,
         )
         trailing = debounce.mode == "trailing"
-        start_at = decision.start_at_ms if trailing else None
+        burst = TrailingBurst(decision.start_at_ms, key) if trailing else None
         burst_spec = replace(spec, run_id=decision.run_id, input=decision.input)
         if decision.opened:
-            return None, burst_spec, start_at
-        return self.runs.get(decision.run_id), burst_spec, start_at
+            return None, burst_spec, burst
+        return self.runs.get(decision.run_id), burst_spec, burst
 
     def _require_debouncer(self) -> Debouncer:
         if self.debouncer is None:
-            from relayflow.flow.errors import FlowControlError
-
             raise FlowControlError("debounce needs a debouncer; this orchestrator has none")
         return self.debouncer
 

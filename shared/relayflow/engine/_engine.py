@@ -16,7 +16,7 @@ from relayflow.core.pending import result_in, take
 from relayflow.core.record import NOT_STARTED, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.engine._base import MAX_RACES, Work
-from relayflow.engine._deferred import DeferredStarts
+from relayflow.engine._deferred import DeferredStarts, TrailingBurst
 from relayflow.engine._invocation import InvocationCycle
 from relayflow.errors import (
     DriveAbandoned,
@@ -27,7 +27,6 @@ from relayflow.errors import (
     StaleRunError,
     ValidationError,
 )
-from relayflow.flow.keys import resolve_key
 from relayflow.ports import PendingDeliveries
 
 _log = logging.getLogger("relayflow.engine")
@@ -58,10 +57,10 @@ class Engine(DeferredStarts, InvocationCycle):
             existing = self.runs.get(spec.run_id) if spec.idempotency_key else None
             if existing is not None:
                 return existing, False
-        joined, spec, burst_start = self._debounced(spec, now)
+        joined, spec, burst = self._debounced(spec, now)
         if joined is not None:
             return joined, False
-        record = self._draft(spec, now, burst_start)
+        record = self._draft(spec, now, burst)
         try:
             stored = self.runs.try_insert(record)
         except RunAlreadyExistsError as exc:
@@ -86,17 +85,16 @@ class Engine(DeferredStarts, InvocationCycle):
         # Nothing saved by this drive (another process holds the run): read what is stored.
         return (self._load(stored.id) if latest is stored else latest), True
 
-    def _draft(self, spec: TriggerSpec, now: int, burst_start: int | None) -> RunRecord:
+    def _draft(self, spec: TriggerSpec, now: int, burst: TrailingBurst | None) -> RunRecord:
         """The new run as inserted: delayed, queued or running as its flow control says."""
         record = deferred(new_run(spec, now), spec.flow, now)
-        debounce = spec.flow.debounce if spec.flow is not None else None
-        if burst_start is not None and debounce is not None:
+        if burst is not None:
             record = record.model_copy(
                 update={
                     "status": "delayed",
-                    "wake_at": max(burst_start, record.wake_at or now),
+                    "wake_at": max(burst.start_at_ms, record.wake_at or now),
                     "timeout_deadline": None,
-                    "debounce_key": resolve_key(debounce.key, spec.input, what="debounce key"),
+                    "debounce_key": burst.key,
                 }
             )
         record = self._limited_draft(record, spec)
@@ -196,15 +194,9 @@ class Engine(DeferredStarts, InvocationCycle):
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
 
     def cancel(
-        self,
-        run_id: str,
-        *,
-        reason: str | None = None,
-        compensate: bool = False,
-        code: str = "CANCELLED",
+        self, run_id: str, *, reason: str | None = None, compensate: bool = False
     ) -> RunRecord:
-        """Cancel a run (and its attached children), optionally compensating first; an
-        uncompensated run ends with ``code``.
+        """Cancel a run (and its attached children), optionally compensating first.
 
         Raises:
             RunNotFoundError: No such run.
@@ -212,7 +204,7 @@ class Engine(DeferredStarts, InvocationCycle):
         """
         work = Work()
         saved, _ = self._mutate(
-            run_id, lambda rec, now: (cancel(rec, reason, compensate, now, code=code), None), work
+            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
         )
         self._deliver_cancel(saved)
         if self._handing_off():

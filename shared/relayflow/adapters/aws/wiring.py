@@ -14,6 +14,7 @@ from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
+from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
@@ -36,6 +37,7 @@ from relayflow.ports import (
     PayloadStore,
 )
 from relayflow.schedules.service import attach_schedules
+from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import registered_concurrency, registered_timeout_ms
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ def build_dispatcher(
 ) -> Dispatcher:
     """The dispatcher of one ``DispatchTarget`` (signed with the configured secret).
 
-    An inline step host writes its per-step checkpoints into ``checkpoints``.
+    An inline step host writes its per-step checkpoints into ``checkpoints`` and reserves
+    its steps' rate limits in the runs table (``settings.table_name``, when named).
     """
     retry = TransportRetry(retries=settings.dispatch_retries)
     if target.kind == "lambda":
@@ -74,7 +77,13 @@ def build_dispatcher(
             retry=retry,
             checkpoint_url=settings.http_checkpoint_url,
         )
-    options = {"checkpoints": checkpoints} if checkpoints is not None else None
+    options: dict[str, object] = {}
+    if checkpoints is not None:
+        options["checkpoints"] = checkpoints
+    if settings.table_name:
+        options["options"] = ExecutorOptions(
+            rate_limiter=DynamoDBRateLimiter(settings.table_name, client_factory=clients.dynamodb)
+        )
     return InlineDispatcher(services=services, clock=clock, handler_options=options)
 
 

@@ -154,11 +154,12 @@ def test_pass_role_is_limited_to_the_alarm_role_and_scheduler(sample_template: T
     assert pass_role["Resource"] == {"Fn::GetAtt": [alarm_roles[0], "Arn"]}
 
 
-def test_worker_only_moves_payload_objects_and_appends_checkpoints(
+def test_worker_only_moves_payload_objects_appends_checkpoints_and_reserves_rate_limits(
     sample_template: Template,
 ) -> None:
     statements = role_statements(sample_template, _role_of(sample_template, "worker"))
     assert _actions(statements) == {
+        "dynamodb:GetItem",
         "dynamodb:PutItem",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
@@ -167,6 +168,8 @@ def test_worker_only_moves_payload_objects_and_appends_checkpoints(
     }
     (put,) = [s for s in statements if s["Action"] == "dynamodb:PutItem"]
     assert "Fn::GetAtt" in put["Resource"]
+    (get,) = [s for s in statements if s["Action"] == "dynamodb:GetItem"]
+    assert get["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["#rate#*"]}}
     (s3,) = [s for s in statements if s["Action"] == ["s3:GetObject", "s3:PutObject"]]
     assert s3["Resource"]["Fn::Join"][1][-1] == "/payloads/*"
 

@@ -18,6 +18,7 @@ from constructs import Construct
 
 from relayflow import config
 from relayflow.adapters.aws import tables
+from relayflow.adapters.aws.rate_limits import PARTITION_PREFIX as RATE_LIMIT_PARTITION_PREFIX
 from relayflow.api import settings as api_settings
 from relayflow.cdk.api import RelayflowHttpApi
 from relayflow.cdk.bundling import BundleError, LambdaBundle, lambda_code
@@ -340,6 +341,19 @@ class RelayflowOrchestrator(Construct):
         _role_of(worker).add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:PutItem"], resources=[storage.runs_table.table_arn]
+            )
+        )
+        # Step rate limits: a reservation reads its key's item and writes it back
+        # conditionally (the PutItem above); reads are limited to those items.
+        _role_of(worker).add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[storage.runs_table.table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {
+                        "dynamodb:LeadingKeys": [f"{RATE_LIMIT_PARTITION_PREFIX}*"]
+                    }
+                },
             )
         )
 

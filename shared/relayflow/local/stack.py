@@ -26,6 +26,7 @@ from botocore.config import Config
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.payloads import S3PayloadStore
+from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 from relayflow.adapters.aws.tables import create_resources
 from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.cli.app_loader import build_app_manifest, load_app
@@ -345,8 +346,12 @@ class DevStack:
             client_factory=clients.dynamodb,
             payload_store=payloads,
         )
+        # Its steps' rate limits are reserved in the runs table, as deployed.
+        limiter = DynamoDBRateLimiter(
+            self.settings.require("table_name"), client_factory=clients.dynamodb
+        )
         self._worker_handler = make_worker_handler(
-            handler=checkpointing_handler(checkpoints),
+            handler=checkpointing_handler(checkpoints, limiter),
             secret=self.settings.signing_secret,
             mode=self.settings.signing_mode,
             payload_store=payloads,

@@ -21,6 +21,7 @@ from typing import Any
 from relayflow.dispatch.replay import AcceptedSignatures, RequestReplayedError
 from relayflow.dispatch.signing import RequestSigner, SigningMode
 from relayflow.errors import ReplayRecordFullError, SignatureError
+from relayflow.flow.ports import RateLimiter
 from relayflow.payloads import PayloadCodec
 from relayflow.ports import CheckpointWriter, PayloadStore
 from relayflow.protocol import strict_json_loads
@@ -39,13 +40,22 @@ def _default_handler(raw: dict[str, Any]) -> Answer:
     return answer
 
 
-def checkpointing_handler(checkpoints: CheckpointWriter) -> StepHandler:
+def checkpointing_handler(
+    checkpoints: CheckpointWriter, rate_limiter: RateLimiter | None = None
+) -> StepHandler:
     """The default step handler writing per-step checkpoints into ``checkpoints``; each
-    invocation first claims its slot there, so a copy of a request runs nothing."""
+    invocation first claims its slot there, so a copy of a request runs nothing. Steps
+    declaring ``rate_limit`` reserve their slots in ``rate_limiter`` (without one they raise
+    ``RATE_LIMITER_MISSING``)."""
     from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
+    from relayflow.worker.handler import ExecutorOptions
+
+    options = ExecutorOptions(rate_limiter=rate_limiter)
 
     def handler(raw: dict[str, Any]) -> Answer:
-        answer: Answer = handle_step_request(raw, checkpoints=checkpoints, claim=True)
+        answer: Answer = handle_step_request(
+            raw, checkpoints=checkpoints, claim=True, options=options
+        )
         return answer
 
     return handler
@@ -229,12 +239,15 @@ def _settings_host() -> StepHost:
     if settings.checkpoint_table:
         # This function writes the per-step checkpoints itself (one conditional PutItem
         # each) and needs dynamodb:PutItem on the runs table; see docs/operations/durability.md.
+        # Its steps' rate limits live in the same table (GetItem and PutItem on `#rate#` keys).
         from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
+        from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 
         log = DynamoDBCheckpointLog(
             settings.checkpoint_table, client_factory=clients.dynamodb, payload_store=payload_store
         )
-        handler = checkpointing_handler(log)
+        limiter = DynamoDBRateLimiter(settings.checkpoint_table, client_factory=clients.dynamodb)
+        handler = checkpointing_handler(log, limiter)
     return make_step_host(
         handler=handler,
         secret=settings.signing_secret,

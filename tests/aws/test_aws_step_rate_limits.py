@@ -4,10 +4,8 @@ moto), waiting runs parked on Scheduler alarms and woken by their events, on a v
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from moto_driver import SETTINGS
 
 from relayflow.adapters.aws import tables
@@ -17,18 +15,11 @@ from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.clock import VirtualClock
 from relayflow.drivers import WorkflowDriver
 from relayflow.flow import RateLimit
-from relayflow.sdk.registry import reset_registry, workflow
+from relayflow.sdk.registry import workflow
 from relayflow.testing import crash
 
 T0 = 1_767_225_600_000
 SECOND = 1_000
-
-
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
 
 
 class Harness:

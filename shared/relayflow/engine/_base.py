@@ -84,7 +84,8 @@ class EngineBase:
             (without one, each is saved into the record by a conditional save of its own).
         slots: The concurrency slots per (workflow, key); without them ``concurrency`` is
             not enforced.
-        concurrency_of: A workflow's ``concurrency`` declaration by id (None: unlimited).
+        concurrency_of: A workflow's ``concurrency`` declaration by workflow id and the run's
+            environment (None: unlimited).
         debouncer: The open bursts of debounced triggers; without one a trigger asking for
             ``debounce`` is refused.
     """
@@ -103,7 +104,7 @@ class EngineBase:
         checkpoints: CheckpointLog | None = None,
         pending: PendingDeliveries | None = None,
         slots: ConcurrencySlots | None = None,
-        concurrency_of: Callable[[str], Concurrency | None] | None = None,
+        concurrency_of: Callable[[str, str], Concurrency | None] | None = None,
         debouncer: Debouncer | None = None,
     ) -> None:
         self.runs = runs

@@ -31,10 +31,10 @@ _log = logging.getLogger("relayflow.engine")
 class ConcurrencyGate(EffectApplier):
     """Admits new runs under their workflow's ``concurrency`` and starts queued runs."""
 
-    def _concurrency(self, workflow_id: str) -> tuple[ConcurrencySlots, Concurrency] | None:
+    def _concurrency(self, run: RunRecord) -> tuple[ConcurrencySlots, Concurrency] | None:
         if self.slots is None or self._concurrency_of is None:
             return None
-        declared = self._concurrency_of(workflow_id)
+        declared = self._concurrency_of(run.workflow_id, run.environment)
         return None if declared is None else (self.slots, declared)
 
     def _limited_draft(self, record: RunRecord, spec: TriggerSpec) -> RunRecord:
@@ -47,7 +47,7 @@ class ConcurrencyGate(EffectApplier):
         Raises:
             FlowKeyMissingError: The key's path finds nothing in the input (nothing stored).
         """
-        gate = self._concurrency(record.workflow_id)
+        gate = self._concurrency(record)
         if gate is None or spec.parent_workflow_id == record.workflow_id:
             return record
         scope = admission.concurrency_scope(
@@ -61,7 +61,7 @@ class ConcurrencyGate(EffectApplier):
         """Take a slot for the queued run, as its workflow's strategy says: the run as it now
         is (``running`` when it got one, ``queued`` when it waits, ``cancelled`` when
         ``cancel-newest`` refused it). Safe to repeat."""
-        gate = self._concurrency(stored.workflow_id)
+        gate = self._concurrency(stored)
         if gate is None or stored.status != "queued" or stored.concurrency_key is None:
             return stored
         slots, declared = gate
@@ -129,7 +129,7 @@ class ConcurrencyGate(EffectApplier):
         """Give the ended run's slot (or queue place) to the next queued runs and hand them
         off to be driven. A failure here leaves them holding a slot while stored queued:
         their queue check starts them."""
-        gate = self._concurrency(ended.workflow_id)
+        gate = self._concurrency(ended)
         if gate is None or ended.concurrency_key is None:
             return
         slots, declared = gate

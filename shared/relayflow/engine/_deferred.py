@@ -149,7 +149,7 @@ class DeferredStarts(ConcurrencyGate):
         return _BurstEnd(input=burst.input, has_input=True)
 
     def _check_queued(self, record: RunRecord, now: int) -> RunRecord | None:
-        gate = self._concurrency(record.workflow_id)
+        gate = self._concurrency(record)
         if gate is None or record.concurrency_key is None:
             # No longer limited (the declaration was removed): start it.
             return self._start_queued(record.id, Work())

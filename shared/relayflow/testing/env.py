@@ -213,7 +213,7 @@ class WorkflowTestEnv:
                 build_manifest(environment=environment, workflows=self._workflows.values())
             )
 
-    def _concurrency_of(self, workflow_id: str) -> Concurrency | None:
+    def _concurrency_of(self, workflow_id: str, environment: str) -> Concurrency | None:
         from relayflow.sdk.registry import find_workflow
 
         found = self._workflows.get(workflow_id) or find_workflow(workflow_id)

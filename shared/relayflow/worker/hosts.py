@@ -48,7 +48,7 @@ def checkpointing_handler(
     declaring ``rate_limit`` reserve their slots in ``rate_limiter`` (without one they raise
     ``RATE_LIMITER_MISSING``)."""
     from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
-    from relayflow.worker.handler import ExecutorOptions
+    from relayflow.sdk.invocation import ExecutorOptions
 
     options = ExecutorOptions(rate_limiter=rate_limiter)
 

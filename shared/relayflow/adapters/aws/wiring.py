@@ -28,6 +28,7 @@ from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
+from relayflow.flow.declared import DeclaredConcurrency
 from relayflow.ports import (
     AlarmClock,
     CheckpointLog,
@@ -192,7 +193,7 @@ def build_aws_driver(
         slots=DynamoDBConcurrencySlots(
             settings.require("table_name"), client_factory=clients.dynamodb
         ),
-        concurrency_of=registered_concurrency,
+        concurrency_of=DeclaredConcurrency(registered_concurrency, manifests, clock),
         debouncer=DynamoDBDebouncer(
             settings.require("table_name"), client_factory=clients.dynamodb
         ),

@@ -297,7 +297,8 @@ class Settings:
         None,
         text,
         "Step host functions: the runs table, into which the host writes per-step "
-        "checkpoints; unset, the host is durable per invocation",
+        "checkpoints and reserves its steps' rate limits; unset, the host is durable per "
+        "invocation and a rate-limited step raises `RATE_LIMITER_MISSING`",
     )
     http_checkpoint_url: str | None = setting(
         "RELAYFLOW_HTTP_CHECKPOINT_URL",

@@ -47,8 +47,8 @@ def checkpointing_handler(
     invocation first claims its slot there, so a copy of a request runs nothing. Steps
     declaring ``rate_limit`` reserve their slots in ``rate_limiter`` (without one they raise
     ``RATE_LIMITER_MISSING``)."""
-    from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
     from relayflow.sdk.invocation import ExecutorOptions
+    from relayflow.worker import handle_step_request  # type: ignore[attr-defined,unused-ignore]
 
     options = ExecutorOptions(rate_limiter=rate_limiter)
 

@@ -110,3 +110,44 @@ def test_two_releases_racing_hand_a_slot_to_each_queued_run_once(
     ours_started = ours.release(SCOPE, "h1", limit=2, now_ms=T0)
     assert sorted(ours_started + theirs_started[0]) == ["q1", "q2"]
     assert sorted(h.run_id for h in ours.holders(SCOPE)) == ["q1", "q2"]
+
+
+WORKFLOW = SlotScope("crm.sync")
+
+
+def _queue_under(slots: DynamoDBConcurrencySlots, run_id: str, key: str) -> Any:
+    return slots.acquire(WORKFLOW, run_id, limit=2, priority=0, now_ms=T0, rotation_key=key)
+
+
+def test_two_releases_racing_in_rotation_give_each_key_its_turn_once(
+    stores: tuple[DynamoDBConcurrencySlots, DynamoDBConcurrencySlots, Interleaving],
+) -> None:
+    """Theirs hands globex its turn between our read and our write: ours reads again and
+    serves acme, the next key, rather than globex a second time."""
+    ours, theirs, interleaving = stores
+    for run_id, key in [("h1", "acme"), ("h2", "acme"), ("a1", "acme"), ("a2", "acme")]:
+        _queue_under(ours, run_id, key)
+    _queue_under(ours, "g1", "globex")
+    theirs_started: list[list[str]] = []
+    interleaving.arm(
+        "transact_write_items",
+        lambda: theirs_started.append(theirs.release(WORKFLOW, "h2", limit=2, now_ms=T0)),
+    )
+    ours_started = ours.release(WORKFLOW, "h1", limit=2, now_ms=T0)
+    assert (theirs_started, ours_started) == ([["g1"]], ["a1"])
+    assert sorted(h.run_id for h in ours.holders(WORKFLOW)) == ["a1", "g1"]
+    assert [q.run_id for q in ours.queue(WORKFLOW)] == ["a2"]
+
+
+def test_a_key_queueing_while_a_release_decides_takes_its_turn(
+    stores: tuple[DynamoDBConcurrencySlots, DynamoDBConcurrencySlots, Interleaving],
+) -> None:
+    """The release read acme's queue only; initech queues before it writes. The write is
+    refused (the queue changed), and the release decides again with initech in the turn."""
+    ours, theirs, interleaving = stores
+    for run_id, key in [("h1", "acme"), ("h2", "acme"), ("a1", "acme"), ("a2", "acme")]:
+        _queue_under(ours, run_id, key)
+    assert ours.release(WORKFLOW, "h1", limit=2, now_ms=T0) == ["a1"]
+    interleaving.arm("transact_write_items", lambda: _queue_under(theirs, "i1", "initech"))
+    assert ours.release(WORKFLOW, "h2", limit=2, now_ms=T0) == ["i1"]
+    assert [q.run_id for q in ours.queue(WORKFLOW)] == ["a2"]

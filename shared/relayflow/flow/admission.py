@@ -4,7 +4,8 @@ refuse, replace the oldest holder) and who starts when a run ends.
 The orchestrator calls these with its slots store; they hold the strategies in one place so
 every driver applies them alike. A run waiting for a slot never breaks the limit, even under
 ``cancel-in-progress``: the new run queues first in line and the oldest holder is cancelled,
-and its release hands the slot over.
+and its release hands the slot over. Under ``round-robin`` with a key, the slots are the
+workflow's, the run queues under its key, and a release serves the keys in rotation.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayflow.flow.declarations import MAX_PRIORITY, Concurrency, TriggerOptions
-from relayflow.flow.errors import CONCURRENCY_LIMITED, FlowControlError
+from relayflow.flow.errors import CONCURRENCY_LIMITED
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import ConcurrencySlots, SlotScope
 
@@ -82,17 +83,18 @@ def admit(
     priority: int,
     now_ms: int,
 ) -> Admission:
-    """Decide a new run's fate under ``concurrency``'s strategy (safe to repeat).
-
-    Raises:
-        FlowControlError: The strategy is ``round-robin``, which is not enforced yet.
-    """
+    """Decide a new run's fate under ``concurrency``'s strategy (safe to repeat)."""
     limit = concurrency.limit
-    if concurrency.strategy == "round-robin":
-        raise FlowControlError(
-            "concurrency strategy round-robin is declared but not enforced yet; "
-            "use queue, cancel-newest or cancel-in-progress"
+    if _rotates(scope, concurrency):
+        grant = slots.acquire(
+            SlotScope(scope.workflow_id),
+            run_id,
+            limit=limit,
+            priority=priority,
+            now_ms=now_ms,
+            rotation_key=scope.key,
         )
+        return Admission(scope, grant.held, grant.position, grant.in_use, limit)
     if concurrency.strategy == "cancel-newest":
         grant = slots.acquire(
             scope, run_id, limit=limit, priority=priority, now_ms=now_ms, wait=False
@@ -119,4 +121,12 @@ def release(
     now_ms: int,
 ) -> list[str]:
     """The run ended (or left the queue): free its slot; the runs to start now."""
+    if _rotates(scope, concurrency):
+        scope = SlotScope(scope.workflow_id)
     return slots.release(scope, run_id, limit=concurrency.limit, now_ms=now_ms)
+
+
+def _rotates(scope: SlotScope, concurrency: Concurrency) -> bool:
+    """Whether the run counts against its workflow's slots and queues under its key for the
+    rotation (``round-robin`` with a key; without one it is ``queue``)."""
+    return concurrency.strategy == "round-robin" and scope.key != ""

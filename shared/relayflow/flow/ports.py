@@ -47,12 +47,14 @@ class SlotHolder:
 
 @dataclass(frozen=True)
 class QueuedRun:
-    """A run waiting for a slot: its priority and arrival number (lower came first)."""
+    """A run waiting for a slot: its priority and arrival number (lower came first), and the
+    key it queues under when the slots rotate over keys (``""`` otherwise)."""
 
     run_id: str
     priority: int
     arrival: int
     queued_at_ms: int
+    key: str = ""
 
 
 class ConcurrencySlots(Protocol):
@@ -62,6 +64,11 @@ class ConcurrencySlots(Protocol):
     queue's head takes it: the highest priority first, then the lowest arrival number (a
     counter per key, so arrival order does not depend on clocks). A new run never overtakes
     queued ones, even when the limit was raised since they queued.
+
+    Runs acquired with a ``rotation_key`` queue under that key instead, and free slots go to
+    the keys in rotation: to the next key (in key order, after the key served last) that has
+    a queued run, then within the key by priority and arrival. The rotation is stored with
+    the slots, so it holds across hosts.
     """
 
     def acquire(
@@ -73,9 +80,11 @@ class ConcurrencySlots(Protocol):
         priority: int,
         now_ms: int,
         wait: bool = True,
+        rotation_key: str | None = None,
     ) -> SlotGrant:
         """Take a slot if one is free and nobody is queued, else join the queue (with
-        ``wait``) or answer not held with no position (without).
+        ``wait``) or answer not held with no position (without). With ``rotation_key``, the
+        run queues under that key and takes its turn in the rotation over keys.
 
         Repeating it for a run that holds a slot or is queued answers its current state.
         """
@@ -83,7 +92,8 @@ class ConcurrencySlots(Protocol):
 
     def release(self, scope: SlotScope, run_id: str, *, limit: int, now_ms: int) -> list[str]:
         """Free the run's slot (or take it out of the queue), then give free slots to the
-        queue's head under ``limit`` (the workflow's current limit).
+        queue's head under ``limit`` (the workflow's current limit), or to the keys in
+        rotation when runs queued with a ``rotation_key``.
 
         Also the operator's way to free a stuck slot. Repeating it changes nothing more: if
         the answer of a release that started runs is lost, the repeat answers nobody, and

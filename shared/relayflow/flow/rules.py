@@ -1,4 +1,5 @@
-"""The arithmetic of rate limits and debounce windows, shared by every store.
+"""The arithmetic of rate limits, debounce windows and the rotation of concurrency queues
+over keys, shared by every store.
 
 Stores keep the state these functions compute and write it back only if nobody changed it
 meanwhile, so the rules live here once and each store adds only its conditional write.
@@ -6,10 +7,28 @@ meanwhile, so the rules live here once and each store adds only its conditional 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from relayflow.flow.ports import DebounceDecision, Reservation
+from relayflow.flow.ports import DebounceDecision, QueuedRun, Reservation
+
+# ---- concurrency queues: the rotation over keys ----------------------------------------------
+
+
+def rotation_order(queued: list[QueuedRun], last_key: str | None) -> list[QueuedRun]:
+    """The order queued runs take slots: one run per key in turn, starting with the first key
+    (in key order) after ``last_key``, the key served last; within a key, the highest
+    priority first, then the lowest arrival. With one key, that is priority-then-arrival."""
+    by_key: dict[str, list[QueuedRun]] = {}
+    for run in sorted(queued, key=lambda q: (-q.priority, q.arrival)):
+        by_key.setdefault(run.key, []).append(run)
+    keys = sorted(by_key)
+    after_last = 0 if last_key is None else bisect.bisect_right(keys, last_key)
+    turns = keys[after_last:] + keys[:after_last]
+    rounds = max((len(runs) for runs in by_key.values()), default=0)
+    return [by_key[key][turn] for turn in range(rounds) for key in turns if turn < len(by_key[key])]
+
 
 # ---- rate limits: the generic cell rate algorithm ---------------------------------------------
 

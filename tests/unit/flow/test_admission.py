@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from relayflow.adapters.memory.flow import InMemoryConcurrencySlots
-from relayflow.flow import Concurrency, FlowControlError, FlowKeyMissingError, TriggerOptions
+from relayflow.flow import Concurrency, FlowKeyMissingError, TriggerOptions
 from relayflow.flow.admission import Admission, admit, concurrency_scope, release
 from relayflow.flow.errors import CONCURRENCY_LIMITED
 from relayflow.flow.ports import SlotScope
@@ -61,6 +61,31 @@ def test_cancel_in_progress_names_the_oldest_holder_and_takes_its_slot_first() -
     assert release(slots, scope, "old", replacing, now_ms=T0) == ["newest"]
 
 
-def test_round_robin_is_refused_until_it_is_enforced() -> None:
-    with pytest.raises(FlowControlError, match="round-robin is declared but not enforced"):
-        _admit(InMemoryConcurrencySlots(), "r1", Concurrency(limit=1, strategy="round-robin"))
+def test_round_robin_limits_the_whole_workflow_and_queues_each_run_under_its_key() -> None:
+    slots = InMemoryConcurrencySlots()
+    fair = Concurrency(limit=2, key="customerId", strategy="round-robin")
+
+    def admit_for(run_id: str, customer: str) -> Admission:
+        scope = concurrency_scope("crm.sync", fair, {"customerId": customer})
+        return admit(slots, scope, run_id, fair, priority=0, now_ms=T0)
+
+    assert admit_for("a1", "acme").start and admit_for("a2", "acme").start
+    waiting = admit_for("g1", "globex")
+    assert (waiting.start, waiting.position, waiting.in_use) == (False, 1, 2)
+    assert waiting.describe() == "queued (concurrency key globex: 2 of 2 in use)"
+    admit_for("a3", "acme")
+    assert [(q.run_id, q.key) for q in slots.queue(SlotScope("crm.sync"))] == [
+        ("g1", "globex"),
+        ("a3", "acme"),
+    ]
+    acme = SlotScope("crm.sync", "acme")
+    assert release(slots, acme, "a1", fair, now_ms=T0) == ["g1"]
+    assert release(slots, acme, "a2", fair, now_ms=T0) == ["a3"]
+
+
+def test_round_robin_without_a_key_is_queue() -> None:
+    slots = InMemoryConcurrencySlots()
+    fair = Concurrency(limit=1, strategy="round-robin")
+    assert _admit(slots, "r1", fair).start
+    assert _admit(slots, "r2", fair).position == 1
+    assert release(slots, SlotScope("crm.sync"), "r1", fair, now_ms=T0) == ["r2"]

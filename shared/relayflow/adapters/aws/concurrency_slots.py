@@ -9,6 +9,11 @@ The partition (``#slots#<workflow>#<key>``) holds:
 - one marker per queued run (``r#<run id>``) naming its entry, so a repeated acquire finds
   the place it already has.
 
+When runs queue under a rotation key (``round-robin``), their entries also carry the key, the
+state is marked rotating (``rot``) and keeps the key served last (``rr``): a release reads the
+whole queue, picks the runs the rotation serves next, and moves ``rr`` in the same
+conditional write that hands them the slots.
+
 Every change is a conditional write. A slot is taken only while the holders number fewer
 than the limit and nobody is queued; queueing is one transaction (state, entry, marker); a
 release that hands slots to the queue is one transaction that also removes their entries.
@@ -16,6 +21,7 @@ release that hands slots to the queue is one transaction that also removes their
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from relayflow.adapters.aws.errors import reraise
@@ -30,6 +36,7 @@ from relayflow.adapters.aws.flow_table import (
 )
 from relayflow.flow.declarations import MAX_PRIORITY
 from relayflow.flow.ports import QueuedRun, SlotGrant, SlotHolder, SlotScope
+from relayflow.flow.rules import rotation_order
 
 PARTITION_PREFIX = "#slots#"
 STATE_SK = "#state"
@@ -48,6 +55,19 @@ def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
 
 
+def _served_last(state: dict[str, Any]) -> str | None:
+    return state["rr"]["S"] if "rr" in state else None
+
+
+@dataclass(frozen=True)
+class _Head:
+    """A queued run a release hands a slot to: its entry's sort key, id and rotation key."""
+
+    entry: str
+    run_id: str
+    key: str = ""
+
+
 class DynamoDBConcurrencySlots(FlowTable):
     """The :class:`~relayflow.flow.ports.ConcurrencySlots` port on the runs table."""
 
@@ -60,12 +80,13 @@ class DynamoDBConcurrencySlots(FlowTable):
         priority: int,
         now_ms: int,
         wait: bool = True,
+        rotation_key: str | None = None,
     ) -> SlotGrant:
         """Hold a slot if one is free and nobody is queued, else queue (see the port)."""
         pk = scope_partition(PARTITION_PREFIX, scope)
         try:
             for _ in range(MAX_ATTEMPTS):
-                held = self._take_free_slot(pk, run_id, limit, now_ms)
+                held = self._take_free_slot(pk, run_id, limit, now_ms, rotation_key)
                 if held is not None:
                     return SlotGrant(held=True, position=None, in_use=held)
                 state = self._get(item_key(pk, STATE_SK))
@@ -78,31 +99,41 @@ class DynamoDBConcurrencySlots(FlowTable):
                 queued = int(state["qn"]["N"])
                 marker = self._get(item_key(pk, MARKER_PREFIX + run_id)) if queued else None
                 if marker is not None:
-                    return self._queued_grant(pk, marker["q"]["S"], len(holders))
+                    return self._queued_grant(pk, marker["q"]["S"], run_id, len(holders))
                 if len(holders) < limit and queued == 0:
                     continue  # a slot freed since: take it
                 if not wait:
                     return SlotGrant(held=False, position=None, in_use=len(holders))
-                entry = self._enqueue(pk, run_id, limit, priority, now_ms)
+                entry = self._enqueue(pk, run_id, limit, priority, now_ms, rotation_key)
                 if entry is not None:
-                    return self._queued_grant(pk, entry, len(holders))
+                    return self._queued_grant(pk, entry, run_id, len(holders))
         except Exception as exc:
             reraise(exc, "acquiring a concurrency slot")
         raise lost_too_often("acquiring a concurrency slot")
 
-    def _take_free_slot(self, pk: str, run_id: str, limit: int, now_ms: int) -> int | None:
-        """Hold a slot with one conditional update; the number of holders, or None."""
+    def _take_free_slot(
+        self, pk: str, run_id: str, limit: int, now_ms: int, rotation_key: str | None
+    ) -> int | None:
+        """Hold a slot with one conditional update; the number of holders, or None. A run
+        with a rotation key makes its key the one served last, in the same update."""
+        serving = "" if rotation_key is None else ", rr = :key"
+        served = {} if rotation_key is None else {":key": {"S": rotation_key}}
         try:
             answer = self._db().update_item(
                 TableName=self.table_name,
                 Key=item_key(pk, STATE_SK),
-                UpdateExpression="SET h.#run = :now",
+                UpdateExpression="SET h.#run = :now" + serving,
                 ConditionExpression=(
                     "attribute_exists(h) AND size(h) < :limit AND qn = :zero "
                     "AND attribute_not_exists(h.#run)"
                 ),
                 ExpressionAttributeNames={"#run": run_id},
-                ExpressionAttributeValues={":now": _n(now_ms), ":limit": _n(limit), ":zero": _n(0)},
+                ExpressionAttributeValues={
+                    ":now": _n(now_ms),
+                    ":limit": _n(limit),
+                    ":zero": _n(0),
+                    **served,
+                },
                 ReturnValues="ALL_NEW",
             )
         except Exception as exc:
@@ -122,7 +153,15 @@ class DynamoDBConcurrencySlots(FlowTable):
             if not refused(exc):
                 raise
 
-    def _enqueue(self, pk: str, run_id: str, limit: int, priority: int, now_ms: int) -> str | None:
+    def _enqueue(
+        self,
+        pk: str,
+        run_id: str,
+        limit: int,
+        priority: int,
+        now_ms: int,
+        rotation_key: str | None,
+    ) -> str | None:
         """Queue the run; its entry's sort key, or None when the state changed under it."""
         counted = self._db().update_item(
             TableName=self.table_name,
@@ -133,6 +172,13 @@ class DynamoDBConcurrencySlots(FlowTable):
         )
         arrival = int(counted["Attributes"]["arr"]["N"])
         entry = entry_sort_key(priority, arrival)
+        counting = "ADD qn :one"
+        flag: dict[str, Any] = {}
+        keyed: dict[str, Any] = {}
+        if rotation_key is not None:
+            counting += " SET rot = :yes"
+            flag = {":yes": {"BOOL": True}}
+            keyed = {"k": {"S": rotation_key}}
         try:
             self._db().transact_write_items(
                 TransactItems=[
@@ -140,7 +186,7 @@ class DynamoDBConcurrencySlots(FlowTable):
                         "Update": {
                             "TableName": self.table_name,
                             "Key": item_key(pk, STATE_SK),
-                            "UpdateExpression": "ADD qn :one",
+                            "UpdateExpression": counting,
                             "ConditionExpression": (
                                 "(size(h) >= :limit OR qn > :zero) AND attribute_not_exists(h.#run)"
                             ),
@@ -149,6 +195,7 @@ class DynamoDBConcurrencySlots(FlowTable):
                                 ":one": _n(1),
                                 ":limit": _n(limit),
                                 ":zero": _n(0),
+                                **flag,
                             },
                         }
                     },
@@ -161,6 +208,7 @@ class DynamoDBConcurrencySlots(FlowTable):
                                 "pr": _n(priority),
                                 "arr": _n(arrival),
                                 "at": _n(now_ms),
+                                **keyed,
                             },
                             "ConditionExpression": "attribute_not_exists(sk)",
                         }
@@ -180,7 +228,12 @@ class DynamoDBConcurrencySlots(FlowTable):
             return None  # a slot freed, or the run was queued meanwhile: look again
         return entry
 
-    def _queued_grant(self, pk: str, entry: str, in_use: int) -> SlotGrant:
+    def _queued_grant(self, pk: str, entry: str, run_id: str, in_use: int) -> SlotGrant:
+        state = self._get(item_key(pk, STATE_SK))
+        if state is not None and "rot" in state:
+            order = [q.run_id for q in rotation_order(self._queued(pk), _served_last(state))]
+            position = order.index(run_id) + 1 if run_id in order else None
+            return SlotGrant(held=False, position=position, in_use=in_use)
         ahead = self._db().query(
             TableName=self.table_name,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :entry",
@@ -213,17 +266,22 @@ class DynamoDBConcurrencySlots(FlowTable):
                         self._dequeue(pk, leaving, marker["q"]["S"])
                         continue
                 free = limit - len(holders) + (1 if holder else 0)
-                heads = self._heads(pk, min(free, queued, _PROMOTIONS_PER_WRITE))
+                count = min(free, queued, _PROMOTIONS_PER_WRITE)
+                rotating = "rot" in state
+                heads = self._next_in_turn(pk, state, count) if rotating else self._heads(pk, count)
                 if not holder and not heads:
                     return started
-                if self._hand_over(pk, leaving if holder else None, heads, state, now_ms):
-                    started.extend(run for _, run in heads)
+                handed = self._hand_over(
+                    pk, leaving if holder else None, heads, state, now_ms, rotating
+                )
+                if handed:
+                    started.extend(head.run_id for head in heads)
                     leaving = None
         except Exception as exc:
             reraise(exc, "releasing a concurrency slot")
         raise lost_too_often("releasing a concurrency slot")
 
-    def _heads(self, pk: str, count: int) -> list[tuple[str, str]]:
+    def _heads(self, pk: str, count: int) -> list[_Head]:
         if count <= 0:
             return []
         page = self._db().query(
@@ -233,18 +291,26 @@ class DynamoDBConcurrencySlots(FlowTable):
             Limit=count,
             ConsistentRead=True,
         )
-        return [(item["sk"]["S"], item["run"]["S"]) for item in page.get("Items", [])]
+        return [_Head(item["sk"]["S"], item["run"]["S"]) for item in page.get("Items", [])]
+
+    def _next_in_turn(self, pk: str, state: dict[str, Any], count: int) -> list[_Head]:
+        if count <= 0:
+            return []
+        turns = rotation_order(self._queued(pk), _served_last(state))[:count]
+        return [_Head(entry_sort_key(q.priority, q.arrival), q.run_id, q.key) for q in turns]
 
     def _hand_over(
         self,
         pk: str,
         leaving: str | None,
-        heads: list[tuple[str, str]],
+        heads: list[_Head],
         state: dict[str, Any],
         now_ms: int,
+        rotating: bool = False,
     ) -> bool:
         """Remove ``leaving`` from the holders and make ``heads`` holders, if the state is
-        still the one read (same holders count and queue length)."""
+        still the one read (same holders count and queue length, and when ``rotating`` the
+        same key served last, which moves to the last head's key)."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {
             ":size": _n(len(state["h"]["M"])),
@@ -255,9 +321,18 @@ class DynamoDBConcurrencySlots(FlowTable):
         if leaving is not None:
             names["#leaving"] = leaving
             conditions.append("attribute_exists(h.#leaving)")
-        for index, (_, run) in enumerate(heads):
-            names[f"#p{index}"] = run
+        for index, head in enumerate(heads):
+            names[f"#p{index}"] = head.run_id
             sets.append(f"h.#p{index} = :now")
+        if rotating and heads:
+            last = _served_last(state)
+            if last is None:
+                conditions.append("attribute_not_exists(rr)")
+            else:
+                values[":last"] = {"S": last}
+                conditions.append("rr = :last")
+            values[":served"] = {"S": heads[-1].key}
+            sets.append("rr = :served")
         if heads:
             values[":now"] = _n(now_ms)
             values[":taken"] = _n(len(heads))
@@ -278,8 +353,8 @@ class DynamoDBConcurrencySlots(FlowTable):
                 self._db().update_item(**state_update)
                 return True
             removals: list[Any] = []
-            for entry, run in heads:
-                for sort_key in (entry, MARKER_PREFIX + run):
+            for head in heads:
+                for sort_key in (head.entry, MARKER_PREFIX + head.run_id):
                     removals.append(
                         {
                             "Delete": {
@@ -334,30 +409,37 @@ class DynamoDBConcurrencySlots(FlowTable):
 
     def queue(self, scope: SlotScope) -> list[QueuedRun]:
         """The queued runs, next first."""
+        pk = scope_partition(PARTITION_PREFIX, scope)
+        try:
+            found = self._queued(pk)
+            if any(q.key for q in found):
+                state = self._get(item_key(pk, STATE_SK))
+                return rotation_order(found, _served_last(state or {}))
+            return found
+        except Exception as exc:
+            reraise(exc, "listing a concurrency queue")
+
+    def _queued(self, pk: str) -> list[QueuedRun]:
+        """The queue's entries, in priority-then-arrival order."""
         params: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :q)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": scope_partition(PARTITION_PREFIX, scope)},
-                ":q": {"S": ENTRY_PREFIX},
-            },
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":q": {"S": ENTRY_PREFIX}},
             "ConsistentRead": True,
         }
         found: list[QueuedRun] = []
-        try:
-            while True:
-                page = self._db().query(**params)
-                for item in page.get("Items", []):
-                    found.append(
-                        QueuedRun(
-                            run_id=item["run"]["S"],
-                            priority=int(item["pr"]["N"]),
-                            arrival=int(item["arr"]["N"]),
-                            queued_at_ms=int(item["at"]["N"]),
-                        )
+        while True:
+            page = self._db().query(**params)
+            for item in page.get("Items", []):
+                found.append(
+                    QueuedRun(
+                        run_id=item["run"]["S"],
+                        priority=int(item["pr"]["N"]),
+                        arrival=int(item["arr"]["N"]),
+                        queued_at_ms=int(item["at"]["N"]),
+                        key=item.get("k", {}).get("S", ""),
                     )
-                if "LastEvaluatedKey" not in page:
-                    return found
-                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except Exception as exc:
-            reraise(exc, "listing a concurrency queue")
+                )
+            if "LastEvaluatedKey" not in page:
+                return found
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]

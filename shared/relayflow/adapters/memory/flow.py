@@ -16,7 +16,14 @@ from relayflow.flow.ports import (
     SlotHolder,
     SlotScope,
 )
-from relayflow.flow.rules import Burst, LimiterState, closing, offer_trigger, reserve_slot
+from relayflow.flow.rules import (
+    Burst,
+    LimiterState,
+    closing,
+    offer_trigger,
+    reserve_slot,
+    rotation_order,
+)
 
 
 @dataclass
@@ -24,9 +31,10 @@ class _Slots:
     holders: dict[str, int] = field(default_factory=dict)
     queued: dict[str, QueuedRun] = field(default_factory=dict)
     arrivals: int = 0
+    last_key: str | None = None
 
     def ordered_queue(self) -> list[QueuedRun]:
-        return sorted(self.queued.values(), key=lambda q: (-q.priority, q.arrival))
+        return rotation_order(list(self.queued.values()), self.last_key)
 
 
 class InMemoryConcurrencySlots:
@@ -45,6 +53,7 @@ class InMemoryConcurrencySlots:
         priority: int,
         now_ms: int,
         wait: bool = True,
+        rotation_key: str | None = None,
     ) -> SlotGrant:
         """Hold a slot if one is free and nobody is queued, else queue (see the port)."""
         with self._lock:
@@ -52,11 +61,15 @@ class InMemoryConcurrencySlots:
             if run_id not in slots.holders and run_id not in slots.queued:
                 if len(slots.holders) < limit and not slots.queued:
                     slots.holders[run_id] = now_ms
+                    if rotation_key is not None:
+                        slots.last_key = rotation_key
                 elif not wait:
                     return SlotGrant(held=False, position=None, in_use=len(slots.holders))
                 else:
                     slots.arrivals += 1
-                    slots.queued[run_id] = QueuedRun(run_id, priority, slots.arrivals, now_ms)
+                    slots.queued[run_id] = QueuedRun(
+                        run_id, priority, slots.arrivals, now_ms, key=rotation_key or ""
+                    )
             if run_id in slots.holders:
                 return SlotGrant(held=True, position=None, in_use=len(slots.holders))
             order = [q.run_id for q in slots.ordered_queue()]
@@ -78,6 +91,7 @@ class InMemoryConcurrencySlots:
                     break
                 del slots.queued[head.run_id]
                 slots.holders[head.run_id] = now_ms
+                slots.last_key = head.key
                 started.append(head.run_id)
             return started
 

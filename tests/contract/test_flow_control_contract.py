@@ -76,6 +76,47 @@ def _acquire(slots: ConcurrencySlots, run_id: str, limit: int = 2, priority: int
     return slots.acquire(SCOPE, run_id, limit=limit, priority=priority, now_ms=T0)
 
 
+def run_all_from_threads(
+    slots: ConcurrencySlots, scope: SlotScope, runs: dict[str, str | None], *, limit: int
+) -> None:
+    """Each run (id to rotation key) acquires from its own thread, runs if it holds a slot
+    (else waits until a release starts it), then releases, starting whoever the store says.
+    The in-flight count and the store's holders never pass ``limit``, every run finishes,
+    none is started twice, and the store ends empty."""
+    lock = threading.Lock()
+    started = {run_id: threading.Event() for run_id in runs}
+    running = 0
+    most = 0
+    finished: list[str] = []
+    promoted: list[str] = []
+
+    def run(run_id: str) -> None:
+        nonlocal running, most
+        grant = slots.acquire(
+            scope, run_id, limit=limit, priority=0, now_ms=T0, rotation_key=runs[run_id]
+        )
+        if not grant.held:
+            assert started[run_id].wait(60), f"{run_id} was never started"
+        with lock:
+            running += 1
+            most = max(most, running)
+        assert len(slots.holders(scope)) <= limit
+        with lock:
+            running -= 1
+            finished.append(run_id)
+        for next_run in slots.release(scope, run_id, limit=limit, now_ms=T0):
+            with lock:
+                promoted.append(next_run)
+            started[next_run].set()
+
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        list(pool.map(run, runs))
+    assert most <= limit
+    assert sorted(finished) == sorted(runs)
+    assert len(promoted) == len(set(promoted)), "no run was started twice"
+    assert slots.holders(scope) == [] and slots.queue(scope) == []
+
+
 def test_runs_hold_slots_up_to_the_limit_then_queue_with_their_position(
     stores: FlowStores,
 ) -> None:
@@ -179,39 +220,12 @@ def test_100_concurrent_runs_with_limit_5_never_run_6_at_once_and_all_finish(
 ) -> None:
     """Each run acquires, runs if it holds a slot (else waits until a release starts it),
     then releases, starting whoever the store says; the in-flight count never passes 5."""
-    slots = stores.slots
-    limit = 5
-    lock = threading.Lock()
-    started = {f"run-{n:03d}": threading.Event() for n in range(100)}
-    running = 0
-    most = 0
-    finished: list[str] = []
-    promoted: list[str] = []
-
-    def run(run_id: str) -> None:
-        nonlocal running, most
-        grant = slots.acquire(SCOPE, run_id, limit=limit, priority=0, now_ms=T0)
-        if not grant.held:
-            assert started[run_id].wait(60), f"{run_id} was never started"
-        with lock:
-            running += 1
-            most = max(most, running)
-        # While it runs, the store never shows more holders than the limit.
-        assert len(slots.holders(SCOPE)) <= limit
-        with lock:
-            running -= 1
-            finished.append(run_id)
-        for next_run in slots.release(SCOPE, run_id, limit=limit, now_ms=T0):
-            with lock:
-                promoted.append(next_run)
-            started[next_run].set()
-
-    with ThreadPoolExecutor(max_workers=100) as pool:
-        list(pool.map(run, started))
-    assert most <= limit
-    assert sorted(finished) == sorted(started)
-    assert len(promoted) == len(set(promoted)), "no run was started twice"
-    assert slots.holders(SCOPE) == [] and slots.queue(SCOPE) == []
+    run_all_from_threads(
+        stores.slots,
+        SCOPE,
+        {f"run-{n:03d}": None for n in range(100)},
+        limit=5,
+    )
 
 
 def test_100_concurrent_acquires_with_limit_5_give_5_slots_and_a_queue_served_in_order(

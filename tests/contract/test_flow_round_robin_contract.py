@@ -3,11 +3,13 @@ limit over the workflow, a queue per key, and free slots handed to the keys in t
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 from relayflow.flow.ports import ConcurrencySlots, SlotGrant, SlotScope
-from tests.contract.test_flow_control_contract import T0, FlowStores, stores
+from tests.contract.test_flow_control_contract import (
+    T0,
+    FlowStores,
+    run_all_from_threads,
+    stores,
+)
 
 __all__ = ["stores"]
 
@@ -131,33 +133,6 @@ def test_threads_on_three_keys_never_hold_more_than_the_limit_and_all_finish(
     stores: FlowStores,
 ) -> None:
     """60 runs over 3 keys acquire and release from threads; in flight never passes 3."""
-    slots = stores.slots
-    limit = 3
-    keys = {f"run-{n:02d}": ("acme", "globex", "initech")[n % 3] for n in range(60)}
-    started = {run_id: threading.Event() for run_id in keys}
-    lock = threading.Lock()
-    running = 0
-    most = 0
-    promoted: list[str] = []
-
-    def run(run_id: str) -> None:
-        nonlocal running, most
-        grant = _acquire(slots, run_id, keys[run_id], limit=limit)
-        if not grant.held:
-            assert started[run_id].wait(60), f"{run_id} was never started"
-        with lock:
-            running += 1
-            most = max(most, running)
-        assert len(slots.holders(WORKFLOW)) <= limit
-        with lock:
-            running -= 1
-        for next_run in slots.release(WORKFLOW, run_id, limit=limit, now_ms=T0):
-            with lock:
-                promoted.append(next_run)
-            started[next_run].set()
-
-    with ThreadPoolExecutor(max_workers=60) as pool:
-        list(pool.map(run, keys))
-    assert most <= limit
-    assert len(promoted) == len(set(promoted)), "no run was started twice"
-    assert slots.holders(WORKFLOW) == [] and slots.queue(WORKFLOW) == []
+    keys = ("acme", "globex", "initech")
+    runs: dict[str, str | None] = {f"run-{n:02d}": keys[n % 3] for n in range(60)}
+    run_all_from_threads(stores.slots, WORKFLOW, runs, limit=3)

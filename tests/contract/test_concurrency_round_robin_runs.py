@@ -4,55 +4,26 @@ free slots handed to the keys in turn, so a key with a long queue cannot starve 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
-
 import pytest
 
-from relayflow import workflow
-from relayflow.flow import Concurrency
-from relayflow.sdk.registry import reset_registry
-from relayflow.testing import DriverHarness
+from tests.contract.test_flow_triggers import MakeEnv, _limited
+
+pytestmark = pytest.mark.usefixtures("clean_registry")
 
 MINUTE = 60_000
 
 
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
-
-
-def test_queued_runs_start_one_key_at_a_time_in_rotation(
-    make_env: Callable[..., DriverHarness],
-) -> None:
-    begun: dict[str, int] = {}
-    holder: list[DriverHarness] = []
-
-    def note(name: str) -> str:
-        begun[name] = holder[0].now()
-        return name
-
-    fair = Concurrency(limit=2, key="customer", strategy="round-robin")
-
-    @workflow(id="crm.sync", concurrency=fair)
-    async def sync(data: Any, ctx: Any) -> Any:
-        await ctx.step("begin", note, data["name"])
-        await ctx.sleep("1m")
-        return data["name"]
-
-    env = make_env(workflows=[sync])
-    holder.append(env)
+def test_queued_runs_start_one_key_at_a_time_in_rotation(make_env: MakeEnv) -> None:
+    env, log = _limited(make_env, limit=2, strategy="round-robin")
     start = env.now()
     triggers = [("globex", f"globex-{n}") for n in range(8)]
-    triggers += [(key, f"{key}-{n}") for key in ("acme", "initech") for n in range(2)]
-    runs = [env.trigger("crm.sync", {"customer": key, "name": name}) for key, name in triggers]
+    triggers += [(team, f"{team}-{n}") for team in ("acme", "initech") for n in range(2)]
+    runs = [env.trigger("jobs.run", {"team": team, "name": name}) for team, name in triggers]
     assert [run.status for run in runs].count("queued") == 10, "2 slots for the whole workflow"
     env.run_until_idle()
     assert {env.get_run(run.id).status for run in runs} == {"completed"}
     by_minute: dict[int, set[str]] = {}
-    for name, at in begun.items():
+    for name, at in log:
         by_minute.setdefault((at - start) // MINUTE, set()).add(name)
     # globex held both slots first; then each freed slot goes to the next key in turn.
     assert by_minute[0] == {"globex-0", "globex-1"}

@@ -15,6 +15,7 @@ import pytest
 from relayflow import workflow
 from relayflow.events import build_manifest, trigger_on
 from relayflow.flow import Concurrency, Debounce, TriggerOptions
+from relayflow.flow.admission import stored_scope
 from relayflow.flow.ports import SlotScope
 from relayflow.testing import DriverHarness
 
@@ -276,17 +277,20 @@ def test_a_child_of_another_limited_workflow_is_limited(make_env: MakeEnv) -> No
 # ---- repair ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("strategy", ["queue", "round-robin"])
 def test_the_queue_check_starts_a_run_whose_slot_came_without_its_start(
-    make_env: MakeEnv,
+    make_env: MakeEnv, strategy: str
 ) -> None:
     """A release whose answer was lost: the slot went to the queued run, which was never
     marked running. Its queue check (a minute after it queued) starts it."""
-    env, log = _limited(make_env)
+    env, log = _limited(make_env, strategy=strategy)
     holder = _job(env, "holder")
     stuck = _job(env, "stuck")
     slots = env.driver.engine.slots
     assert slots is not None
-    given = slots.release(SlotScope("jobs.run", "acme"), holder.id, limit=1, now_ms=env.now())
+    declared = Concurrency(limit=1, key="team", strategy=strategy)
+    scope = stored_scope(SlotScope("jobs.run", "acme"), declared)
+    given = slots.release(scope, holder.id, limit=1, now_ms=env.now())
     assert given == [stuck.id]  # ...and the answer is lost: nobody starts the run
     env.advance("59s")
     env.driver.engine.sweep()

@@ -21,6 +21,7 @@ from relayflow.core.record import RunRecord
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._concurrency import ConcurrencyGate
+from relayflow.flow import admission
 from relayflow.flow.errors import FlowControlError
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import Debouncer, SlotScope
@@ -153,8 +154,10 @@ class DeferredStarts(ConcurrencyGate):
         if gate is None or record.concurrency_key is None:
             # No longer limited (the declaration was removed): start it.
             return self._start_queued(record.id, Work())
-        slots, _ = gate
-        scope = SlotScope(record.workflow_id, record.concurrency_key)
+        slots, declared = gate
+        scope = admission.stored_scope(
+            SlotScope(record.workflow_id, record.concurrency_key), declared
+        )
         if any(holder.run_id == record.id for holder in slots.holders(scope)):
             saved = self._start_queued(record.id, Work())
         elif any(waiting.run_id == record.id for waiting in slots.queue(scope)):

@@ -121,9 +121,15 @@ def release(
     now_ms: int,
 ) -> list[str]:
     """The run ended (or left the queue): free its slot; the runs to start now."""
-    if _rotates(scope, concurrency):
-        scope = SlotScope(scope.workflow_id)
-    return slots.release(scope, run_id, limit=concurrency.limit, now_ms=now_ms)
+    return slots.release(
+        stored_scope(scope, concurrency), run_id, limit=concurrency.limit, now_ms=now_ms
+    )
+
+
+def stored_scope(scope: SlotScope, concurrency: Concurrency) -> SlotScope:
+    """Where the store keeps the slots and queue of a run's ``scope``: the workflow's for
+    ``round-robin`` (one limit over every key), the scope itself otherwise."""
+    return SlotScope(scope.workflow_id) if _rotates(scope, concurrency) else scope
 
 
 def _rotates(scope: SlotScope, concurrency: Concurrency) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from relayflow import workflow
+from relayflow.adapters.aws.errors import AwsServiceError
 from relayflow.events import build_manifest, trigger_on
 from relayflow.flow import Concurrency, Debounce, TriggerOptions
 from relayflow.flow.admission import stored_scope
@@ -204,6 +205,38 @@ def test_a_trailing_burst_starts_one_run_with_the_last_input(make_env: MakeEnv) 
     assert env.get_run(runs[0].id).status == "completed"
 
 
+def test_a_burst_closed_whose_run_did_not_start_still_starts_with_the_last_input(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The burst's end was written but its answer was lost (storage unavailable past its
+    retries, or the process died): the run, still delayed, starts on a later drive with the
+    burst's last input, not the first."""
+    env, sent, trigger = _digest(make_env)
+    runs = [trigger(n) for n in range(3)]
+    debouncer = env.driver.engine.debouncer
+    assert debouncer is not None
+    close = debouncer.close
+    lost: list[str] = []
+
+    def close_answer_lost(scope: SlotScope, run_id: str, **kwargs: Any) -> int | None:
+        later = close(scope, run_id, **kwargs)
+        if not lost:
+            lost.append(run_id)
+            raise AwsServiceError("answer lost", aws_code="InternalServerError", transient=True)
+        return later
+
+    monkeypatch.setattr(debouncer, "close", close_answer_lost)
+    with pytest.raises(AwsServiceError):
+        env.run_until_idle()  # the invocation failed; the run is due again
+    assert lost == [runs[0].id]
+    assert env.get_run(runs[0].id).status == "delayed"
+    env.advance("1m")
+    env.driver.engine.sweep()
+    env.run_until_idle()
+    assert env.get_run(runs[0].id).status == "completed"
+    assert [data["n"] for data, _ in sent] == [2]
+
+
 def test_max_wait_bounds_an_endless_burst(make_env: MakeEnv) -> None:
     env, sent, trigger = _digest(make_env, max_wait="1m")
     start = env.now()
@@ -381,4 +414,37 @@ def test_the_queue_check_queues_a_run_that_never_took_its_place(make_env: MakeEn
     env.run_until_idle()
     assert env.get_run(lost.id).status == "completed"
     assert [name for name, _ in log] == ["holder", "lost"]
+
+
+def test_the_queue_check_frees_a_slot_still_held_by_a_run_that_ended(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder ended but its release failed (storage unavailable past its retries, or the
+    process died between the two writes): the queued run's check sees the holder ended,
+    frees its slot and starts."""
+    env, log = _limited(make_env)
+    holder = _job(env, "holder")
+    stuck = _job(env, "stuck")
+    slots = env.driver.engine.slots
+    assert slots is not None
+    release = slots.release
+    lost: list[str] = []
+
+    def release_lost_once(scope: SlotScope, run_id: str, **kwargs: Any) -> list[str]:
+        if not lost:
+            lost.append(run_id)
+            raise RuntimeError("storage unavailable")
+        return release(scope, run_id, **kwargs)
+
+    monkeypatch.setattr(slots, "release", release_lost_once)
+    env.run_until_idle()
+    assert lost == [holder.id]
+    assert env.get_run(holder.id).status == "completed"
+    assert env.get_run(stuck.id).status == "queued"
+    env.advance("1m")
+    env.driver.engine.sweep()
+    env.run_until_idle()
+    assert env.get_run(stuck.id).status == "completed"
+    assert [name for name, _ in log] == ["holder", "stuck"]
+    scope = SlotScope("jobs.run", "acme")
     assert slots.holders(scope) == [] and slots.queue(scope) == []

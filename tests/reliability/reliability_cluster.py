@@ -28,7 +28,7 @@ from relayflow.api.metrics import RecordingMetrics
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
-from relayflow.core.views import RunDetail
+from relayflow.core.views import RunDetail, RunSummary
 from relayflow.dispatch.inline import InlineDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.local.scheduler import due_time_ms
@@ -333,6 +333,17 @@ class Cluster:
         """The run as stored, or None."""
         found: RunDetail | None = self._observer.admin.get_run(run_id)
         return found
+
+    def runs_of(self, workflow_id: str) -> list[RunSummary]:
+        """Every stored run of ``workflow_id`` (read by a fault-free process)."""
+        found: list[RunSummary] = []
+        cursor: str | None = None
+        while True:
+            page = self._observer.admin.list_runs(workflow=workflow_id, cursor=cursor)
+            found.extend(page.runs)
+            cursor = page.next_cursor
+            if cursor is None:
+                return found
 
     def finish(self, run_id: str, *, rounds: int = 8) -> RunDetail:
         """Recover by the normal means (sweeper after lease expiry, alarms, re-deliveries)

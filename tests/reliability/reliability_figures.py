@@ -31,12 +31,17 @@ OPTION = "--reliability-totals"
 
 #: The rows of the default-sweep table: label, then the figures it shows (joined by " / ").
 TABLE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("crash points swept (process killed at an AWS call or dispatch)", ("crash_points",)),
+    (
+        "crash points swept (process killed at an AWS call or dispatch of the saga, a per-step "
+        "run and a flow-control scenario)",
+        ("crash_points",),
+    ),
     ("... refused (killed before the call was sent)", ("crash_points_refused",)),
     ("... applied (killed after the service applied it, answer lost)", ("crash_points_applied",)),
     ("runs recovered after a crash", ("crash_recoveries",)),
     (
-        "storage calls of a per-step run failed past botocore's retries (all / refused / applied)",
+        "storage calls of a per-step run and of a flow-control scenario failed past botocore's "
+        "retries (all / refused / applied)",
         ("outage_points", "outage_points_refused", "outage_points_applied"),
     ),
     (
@@ -111,8 +116,8 @@ def render(sweep: str, figures: Mapping[str, int]) -> str:
         f"Full sweep (`make test-reliability`), one run: {_count(figures['crash_points'])} "
         f"crash points ({_count(figures['crash_points_refused'])} refused, "
         f"{_count(figures['crash_points_applied'])} applied: every AWS call and dispatch of "
-        f"the saga and of a per-step run in both modes), "
-        f"{_count(figures['outage_points'])} storage calls of a per-step run failed past "
+        f"the saga, of a per-step run and of a flow-control scenario in both modes), "
+        f"{_count(figures['outage_points'])} storage calls of those runs failed past "
         f"botocore's retries ({_count(figures['outage_points_refused'])} refused, "
         f"{_count(figures['outage_points_applied'])} applied: every DynamoDB, S3, Scheduler "
         f"and SQS call), {_count(figures['runs_failed_transient'])} runs failed by them, "

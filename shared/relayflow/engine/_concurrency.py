@@ -23,7 +23,7 @@ from relayflow.errors import RunNotFoundError, RunTerminalError
 from relayflow.flow import admission
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.errors import CONCURRENCY_REPLACED
-from relayflow.flow.ports import ConcurrencySlots, SlotScope
+from relayflow.flow.ports import ConcurrencySlots, SlotHolder, SlotScope
 
 _log = logging.getLogger("relayflow.engine")
 
@@ -135,11 +135,42 @@ class ConcurrencyGate(EffectApplier):
         slots, declared = gate
         scope = SlotScope(ended.workflow_id, ended.concurrency_key)
         try:
-            started_ids = admission.release(
-                slots, scope, ended.id, declared, now_ms=self.clock.now_ms()
+            self._pass_on(
+                admission.release(slots, scope, ended.id, declared, now_ms=self.clock.now_ms())
             )
-            for run_id in started_ids:
-                self._start_queued(run_id, Work())
-                self.hand_off(run_id)
         except Exception:
             _log.exception("run %s ended but its concurrency slot could not be passed on", ended.id)
+
+    def _pass_on(self, run_ids: list[str], *, kept: str | None = None) -> bool:
+        """Start the queued runs a release gave slots to and hand them off to be driven,
+        except ``kept``, which the caller starts; True when ``kept`` was among them."""
+        got_slot = False
+        for run_id in run_ids:
+            if run_id == kept:
+                got_slot = True
+                continue
+            self._start_queued(run_id, Work())
+            self.hand_off(run_id)
+        return got_slot
+
+    def _free_ended_holders(
+        self,
+        slots: ConcurrencySlots,
+        scope: SlotScope,
+        declared: Concurrency,
+        holders: list[SlotHolder],
+        waiting: str,
+    ) -> bool:
+        """Release the slots still held by runs that ended (their release failed, or their
+        process died between their end and the release) and start the runs those slots go
+        to; True when ``waiting`` got one (the caller starts it). A read of each holder."""
+        got_slot = False
+        for holder in holders:
+            header = self.runs.get_header(holder.run_id)
+            if header is not None and not header.is_terminal:
+                continue
+            given = admission.release(
+                slots, scope, holder.run_id, declared, now_ms=self.clock.now_ms()
+            )
+            got_slot = self._pass_on(given, kept=waiting) or got_slot
+        return got_slot

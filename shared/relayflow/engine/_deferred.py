@@ -5,14 +5,16 @@ debounce) start at their time; ``queued`` ones are checked now and then; either 
 A debounced trigger joins the burst's run instead of creating one: the burst's state (its
 run, start time and latest input) lives in the debouncer, and the run reads it when it is
 due. A queued run's check repairs what a crash can leave behind: a slot it holds while still
-stored ``queued`` (a release whose answer was lost), or a queue place it never took (a crash
-between its insert and its admission). Each check is a read of its key and one write.
+stored ``queued`` (a release whose answer was lost), a queue place it never took (a crash
+between its insert and its admission), or a slot kept by a holder that ended without
+releasing it (a crash or an outage between its end and its release). Each check is a read of
+its key, a read of each holder and one write.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from relayflow.core.deferred import expire, expired, queue_check_at, queued, started
 from relayflow.core.effects import Transition
@@ -33,15 +35,6 @@ class TrailingBurst(NamedTuple):
 
     start_at_ms: int
     key: str
-
-
-class _BurstEnd(NamedTuple):
-    """What ending a trailing burst found: a later start a join moved the run to, or the
-    burst's latest input."""
-
-    later: int | None = None
-    input: Any = None
-    has_input: bool = False
 
 
 class DeferredStarts(ConcurrencyGate):
@@ -108,9 +101,8 @@ class DeferredStarts(ConcurrencyGate):
         if record.wake_at is not None and record.wake_at > now:
             self.alarms.arm(record.id, record.wake_at)
             return None
-        burst = self._end_burst(record, now)
-        if burst.later is not None:
-            later = burst.later
+        later = self._end_burst(record, now)
+        if later is not None:
 
             def wait_more(rec: RunRecord, _now: int) -> tuple[Transition, None]:
                 if rec.status != "delayed":
@@ -124,8 +116,6 @@ class DeferredStarts(ConcurrencyGate):
         def begin(rec: RunRecord, at: int) -> tuple[Transition, None]:
             if rec.status != "delayed":
                 return Transition(rec, changed=False), None
-            if burst.has_input:
-                rec = rec.model_copy(update={"input": burst.input})
             if rec.concurrency_key is not None:
                 rec = queued(rec, rec.concurrency_key, at)
                 ttl = () if rec.start_deadline is None else (arm(rec, rec.start_deadline),)
@@ -136,18 +126,24 @@ class DeferredStarts(ConcurrencyGate):
         saved = self._admit(saved)
         return saved if saved.status == "running" else None
 
-    def _end_burst(self, record: RunRecord, now: int) -> _BurstEnd:
-        """End the trailing burst whose run is due (nothing for a run not debounced)."""
+    def _end_burst(self, record: RunRecord, now: int) -> int | None:
+        """End the trailing burst whose run is due: None (start now), or the later start a
+        join moved the run to. The burst's latest input is saved on the run before the burst
+        is closed, so a crash between the two never starts the run on an older input."""
         if record.debounce_key is None or self.debouncer is None:
-            return _BurstEnd()
+            return None
         scope = SlotScope(record.workflow_id, record.debounce_key)
         burst = self.debouncer.current(scope)
-        later = self.debouncer.close(scope, record.id, now_ms=now)
-        if later is not None:
-            return _BurstEnd(later=later)
-        if burst is None or burst.run_id != record.id:
-            return _BurstEnd()
-        return _BurstEnd(input=burst.input, has_input=True)
+        if burst is not None and burst.run_id == record.id and burst.input != record.input:
+            latest = burst.input
+
+            def keep_input(rec: RunRecord, _now: int) -> tuple[Transition, None]:
+                if rec.status != "delayed":
+                    return Transition(rec, changed=False), None
+                return Transition(rec.model_copy(update={"input": latest})), None
+
+            self._mutate(record.id, keep_input, Work())
+        return self.debouncer.close(scope, record.id, now_ms=now)
 
     def _check_queued(self, record: RunRecord, now: int) -> RunRecord | None:
         gate = self._concurrency(record)
@@ -158,10 +154,14 @@ class DeferredStarts(ConcurrencyGate):
         scope = admission.stored_scope(
             SlotScope(record.workflow_id, record.concurrency_key), declared
         )
-        if any(holder.run_id == record.id for holder in slots.holders(scope)):
+        holders = slots.holders(scope)
+        if any(holder.run_id == record.id for holder in holders):
             saved = self._start_queued(record.id, Work())
         elif any(waiting.run_id == record.id for waiting in slots.queue(scope)):
-            saved = self._next_check(record, now)
+            if self._free_ended_holders(slots, scope, declared, holders, record.id):
+                saved = self._start_queued(record.id, Work())
+            else:
+                saved = self._next_check(record, now)
         else:
             saved = self._admit(record)
             if saved.status == "queued":

@@ -36,6 +36,7 @@ Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
     "delayed",
     "queued",
+    "delayed",
     "running",
     "waiting",
     "completed",

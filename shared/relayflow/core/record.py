@@ -27,6 +27,7 @@ from relayflow.protocol import (
 RunStatus = Literal[
     "delayed",
     "queued",
+    "delayed",
     "running",
     "waiting",
     "completed",

@@ -243,6 +243,13 @@ class RunView(ResponseModel):
     workflow_id: str
     workflow_version: str | None = None
     status: RunStatus
+    status_detail: str | None = Field(
+        default=None,
+        description=(
+            "why flow control keeps the run from running: 'queued (concurrency key acme: 5 of "
+            "5 in use)', 'delayed until <ISO time>', 'rate limited until <ISO time>'"
+        ),
+    )
     environment: str
     input: Any = None
     output: Any = None
@@ -384,6 +391,13 @@ class TimelineView(ResponseModel):
 
     run_id: str
     status: RunStatus
+    status_detail: str | None = Field(
+        default=None,
+        description=(
+            "why flow control keeps the run from running: 'queued (concurrency key acme: 5 of "
+            "5 in use)', 'delayed until <ISO time>', 'rate limited until <ISO time>'"
+        ),
+    )
     entries: list[TimelineEntryView]
     next_cursor: str | None = Field(
         default=None, description="pass back as cursor for the next page; absent at the end"

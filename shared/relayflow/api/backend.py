@@ -177,14 +177,14 @@ class Backend:
         """A key's holders and queue; raises ``WorkflowNotFoundError`` (unknown workflow),
         ``NotConcurrencyLimitedError`` or ``ValidationError`` (no key for a keyed limit)."""
         self.driver.check_runnable(workflow_id, environment)
-        return self.admin.concurrency.key_state(workflow_id, key)
+        return self.admin.concurrency.key_state(workflow_id, key, environment=environment)
 
     def release_slot(
         self, workflow_id: str, run_id: str, key: str | None, environment: str
     ) -> SlotRelease:
         """Free an ended run's slot and start the queued runs that take it."""
         self.driver.check_runnable(workflow_id, environment)
-        return self.admin.concurrency.release(workflow_id, run_id, key)
+        return self.admin.concurrency.release(workflow_id, run_id, key, environment=environment)
 
     # -- events and manifests ---------------------------------------------------------------
 

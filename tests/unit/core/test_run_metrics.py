@@ -112,3 +112,25 @@ def test_delayed_and_expired_runs_are_counted_from_their_saves() -> None:
     metrics.on_saved(expired, expired)
 
     assert (counts.counts[FLOW_DELAYED], counts.counts[FLOW_EXPIRED]) == (1, 1)
+
+
+def test_debounced_triggers_and_the_delayed_burst_run_are_counted() -> None:
+    from relayflow.flow import Debounce, TriggerOptions
+    from relayflow.observability import FLOW_DEBOUNCED, FLOW_DELAYED
+
+    @workflow(id="metrics.digest")
+    async def digest(data: Any, ctx: Any) -> Any:
+        return data
+
+    env = WorkflowTestEnv(workflows=[digest])
+    counts = Counts()
+    env.engine.add_observer(RunMetrics(counts))
+    options = TriggerOptions(debounce=Debounce(key="user", delay="30s"))
+    runs = [
+        env.trigger("metrics.digest", {"user": "u1", "n": n}, options=options) for n in range(3)
+    ]
+    env.run_until_idle()
+
+    assert {run.id for run in runs} == {runs[0].id}
+    assert (counts.counts[FLOW_DEBOUNCED], counts.counts[FLOW_DELAYED]) == (2, 1)
+    assert counts.counts[RUNS_COMPLETED] == 1

@@ -5,7 +5,7 @@ at once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,15 +14,9 @@ from relayflow import workflow
 from relayflow.concurrency_admin import NotConcurrencyLimitedError, RunStillActiveError
 from relayflow.errors import ValidationError
 from relayflow.flow import Concurrency
-from relayflow.sdk.registry import reset_registry
 from relayflow.testing import DriverHarness
 
-
-@pytest.fixture(autouse=True)
-def _fresh_registry() -> Iterator[None]:
-    reset_registry()
-    yield
-    reset_registry()
+pytestmark = pytest.mark.usefixtures("clean_registry")
 
 
 MakeEnv = Callable[..., DriverHarness]

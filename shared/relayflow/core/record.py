@@ -27,7 +27,6 @@ from relayflow.protocol import (
 RunStatus = Literal[
     "delayed",
     "queued",
-    "delayed",
     "running",
     "waiting",
     "completed",

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from relayflow.concurrency_admin import ConcurrencyAdmin
 from relayflow.core.record import RunRecord
 from relayflow.core.views import (
     TIMELINE_DEFAULT_LIMIT,
@@ -50,6 +51,8 @@ class WorkflowAdmin:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.engine = engine
+        #: Holders and queues of concurrency keys, and the release of a stuck slot.
+        self.concurrency = ConcurrencyAdmin(engine)
         self._payloads = payloads
         self._poll = poll_interval_s
         self._sleep = sleep
@@ -76,7 +79,8 @@ class WorkflowAdmin:
         store cannot give is left out and listed in ``values_unavailable`` (with those in
         ``unavailable``, left out of ``record`` already).
         """
-        view = detail(record, self._entries(record, values))
+        occupancy = self.concurrency.occupancy(record)
+        view = detail(record, self._entries(record, values), occupancy)
         return resolve_detail(view, self._payloads, list(unavailable))
 
     def list_runs(
@@ -147,7 +151,12 @@ class WorkflowAdmin:
         if record is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         page = timeline_page(
-            record, values=values, cursor=cursor, limit=limit, resolve=self._resolve
+            record,
+            values=values,
+            cursor=cursor,
+            limit=limit,
+            resolve=self._resolve,
+            occupancy=self.concurrency.occupancy(record),
         )
         return page.model_copy(update={"values_unavailable": unavailable}) if unavailable else page
 

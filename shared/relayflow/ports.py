@@ -273,6 +273,14 @@ class RunObserver(Protocol):
         storage or alarms (``reason``); the run is driven again from its last durable point."""
 
 
+@runtime_checkable
+class FlowObserver(Protocol):
+    """A run observer that also counts what flow control did to runs the saves alone do not
+    show (a run queued at its trigger, a run started from its key's queue)."""
+
+    def on_flow(self, counter: str, run_id: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class DeliveryEntry:
     """What a delivery log holds for one ``(scope, key)``.

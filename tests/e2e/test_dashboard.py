@@ -562,3 +562,29 @@ def test_the_schedules_page_shows_next_fire_times_and_pauses_and_resumes(
         finally:
             dev.kill()
     assert not problems, problems
+
+
+def test_queued_and_delayed_runs_are_visible(page: Any) -> None:
+    offered = page.locator("select[name=status] option").all_inner_texts()
+    assert {"queued", "delayed"} <= set(offered)
+    start = int(time.time() * 1000) - 5_000
+    line = "queued (concurrency key acme: 5 of 5 in use)"
+    run = {
+        "id": "run_queued",
+        "workflowId": "crm.sync",
+        "status": "queued",
+        "statusDetail": line,
+        "environment": "development",
+        "startedAt": start,
+    }
+    _serve_finished_run(page, run, [])
+    open_hash(page, "#/runs/run_queued")
+    page.wait_for_selector("#run-status-detail")
+
+    assert page.locator("#run-status-detail").inner_text() == line
+    badge = page.locator("#run-status .badge")
+    assert badge.get_attribute("class") == "badge s-queued"
+    held = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#run-status .badge')).color"
+    )
+    assert held == "rgb(138, 70, 0)", "queued runs have their own colour"

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from relayflow.admin import WorkflowAdmin
 from relayflow.api.models import TriggerRunRequest
+from relayflow.concurrency_admin import KeyState, SlotRelease
 from relayflow.core.trigger import resolve_run_id
 from relayflow.core.views import RunDetail, RunListPage, TimelinePage
 from relayflow.drivers import DeliveryResult, WorkflowDriver
@@ -169,6 +170,21 @@ class Backend:
     def heartbeat_token(self, run_id: str | None, token_id: str) -> DeliveryResult:
         """Heartbeat a token."""
         return self.driver.heartbeat_token(token_id, run_id=run_id)
+
+    # -- concurrency ------------------------------------------------------------------------
+
+    def concurrency_key(self, workflow_id: str, key: str | None, environment: str) -> KeyState:
+        """A key's holders and queue; raises ``WorkflowNotFoundError`` (unknown workflow),
+        ``NotConcurrencyLimitedError`` or ``ValidationError`` (no key for a keyed limit)."""
+        self.driver.check_runnable(workflow_id, environment)
+        return self.admin.concurrency.key_state(workflow_id, key, environment=environment)
+
+    def release_slot(
+        self, workflow_id: str, run_id: str, key: str | None, environment: str
+    ) -> SlotRelease:
+        """Free an ended run's slot and start the queued runs that take it."""
+        self.driver.check_runnable(workflow_id, environment)
+        return self.admin.concurrency.release(workflow_id, run_id, key, environment=environment)
 
     # -- events and manifests ---------------------------------------------------------------
 

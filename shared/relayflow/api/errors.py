@@ -13,6 +13,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response, content_types
 
 from relayflow.api.models import ErrorResponse, FieldProblem
+from relayflow.concurrency_admin import NotConcurrencyLimitedError, RunStillActiveError
 from relayflow.core.inbox import InboxFullError
 from relayflow.deliveries import IdempotencyKeyReusedError, RequestInProgressError
 from relayflow.errors import (
@@ -81,6 +82,8 @@ DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (StaleScheduleError, 409, "conflict"),
     (TokenNotFoundError, 404, "token_not_found"),
     (RunTerminalError, 409, None),
+    (RunStillActiveError, 409, None),
+    (NotConcurrencyLimitedError, 409, None),
     (NotParkedError, 409, "not_parked"),
     (InboxFullError, 409, "inbox_full"),
     (WorkflowNotFoundError, 404, "workflow_not_found"),

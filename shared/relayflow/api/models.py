@@ -44,6 +44,10 @@ RunStatus = Literal[
     "compensated",
     "compensation_failed",
 ]
+STATUS_DETAIL = (
+    "why flow control keeps the run from running: 'queued (concurrency key acme: 5 of 5 in "
+    "use)', 'delayed until <ISO time>', 'rate limited until <ISO time>'"
+)
 #: API Gateway answers 504 after 30 s; a caller may wait at most this long for a run to settle.
 MAX_WAIT_MS = 25_000
 
@@ -242,6 +246,7 @@ class RunView(ResponseModel):
     workflow_id: str
     workflow_version: str | None = None
     status: RunStatus
+    status_detail: str | None = Field(default=None, description=STATUS_DETAIL)
     environment: str
     input: Any = None
     output: Any = None
@@ -383,6 +388,7 @@ class TimelineView(ResponseModel):
 
     run_id: str
     status: RunStatus
+    status_detail: str | None = Field(default=None, description=STATUS_DETAIL)
     entries: list[TimelineEntryView]
     next_cursor: str | None = Field(
         default=None, description="pass back as cursor for the next page; absent at the end"

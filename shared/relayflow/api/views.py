@@ -80,6 +80,7 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "workflow_id": detail.workflow_id,
         "workflow_version": detail.workflow_version,
         "status": detail.status,
+        "status_detail": detail.status_detail,
         "environment": detail.environment,
         "input": detail.input,
         "output": detail.output,
@@ -164,6 +165,7 @@ def timeline_view(page: TimelinePage) -> TimelineView:
         {
             "run_id": page.run_id,
             "status": page.status,
+            "status_detail": page.status_detail,
             "entries": entries,
             "next_cursor": page.next_cursor,
             "values_unavailable": [_dump(item) for item in page.values_unavailable],

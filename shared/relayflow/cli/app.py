@@ -24,6 +24,7 @@ from relayflow.cli.commands import (
     cmd_token,
     cmd_trigger,
 )
+from relayflow.cli.concurrency import add_concurrency_commands
 from relayflow.cli.init import add_init_command, run_init
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.schedules import add_schedule_commands
@@ -186,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_manifest_show)
 
     add_schedule_commands(sub, common, _env_option)
+    add_concurrency_commands(sub, common, _env_option)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
     _add_dev_options(p)

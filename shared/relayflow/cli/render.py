@@ -258,7 +258,7 @@ def run_details(
     lines = [
         f"run       {pick(run, 'id', 'runId', default='?')}",
         f"workflow  {pick(run, 'workflowId', default='?')}",
-        f"status    {pick(run, 'status', default='?')}",
+        f"status    {pick(run, 'statusDetail', 'status', default='?')}",
         f"started   {format_time(pick(run, 'startedAt'))}",
     ]
     if pick(run, "completedAt") is not None:

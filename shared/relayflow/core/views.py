@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, computed_field
 
 from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
 from relayflow.errors import ValidationError
+from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.protocol import (
     AbandonedOutcome,
@@ -115,6 +116,8 @@ class TimelinePage(RecordModel):
     status: str
     entries: list[TimelineEntry]
     next_cursor: str | None = None
+    #: The run's status line, as in its detail (``RunDetail.status_detail``).
+    status_detail: str | None = None
     #: Entries of the run the payload store no longer gives: absent from every page.
     values_unavailable: list[UnavailableValue] = Field(default_factory=list)
 
@@ -141,6 +144,9 @@ class RunDetail(RunSummary):
     compensation_skipped: CompensationSkipped | None = None
     invocation_count: int = 0
     operations_count: int = 0
+    #: Why flow control keeps the run from running (``queued (concurrency key acme: 5 of 5
+    #: in use)``, ``delayed until ...``, ``rate limited until ...``), else None.
+    status_detail: str | None = None
     #: ``per_step``, ``per_invocation`` (some answer was durable only as a whole), or None
     #: before the first answer.
     durability: Durability | None = None
@@ -394,9 +400,11 @@ def timeline_page(
     limit: int = TIMELINE_DEFAULT_LIMIT,
     resolve: Callable[[Any], Any] | None = None,
     budget: int = TIMELINE_PAGE_VALUE_BUDGET_BYTES,
+    occupancy: KeyOccupancy | None = None,
 ) -> TimelinePage:
     """One page of ``record``'s timeline: at most ``limit`` entries from ``cursor`` on, and
-    (with ``values``) at most ``budget`` bytes of values, the first entry always included."""
+    (with ``values``) at most ``budget`` bytes of values, the first entry always included.
+    ``occupancy`` is the queued run's key occupancy for its status line."""
     if isinstance(limit, bool) or not 1 <= limit <= TIMELINE_MAX_LIMIT:
         raise ValidationError(f"limit must be between 1 and {TIMELINE_MAX_LIMIT}, got {limit!r}")
     start = decode_timeline_cursor(cursor) if cursor else 0
@@ -420,13 +428,19 @@ def timeline_page(
         status=record.status,
         entries=page,
         next_cursor=encode_timeline_cursor(position) if more else None,
+        status_detail=status_line(record, occupancy),
     )
 
 
-def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> RunDetail:
+def detail(
+    record: RunRecord,
+    entries: list[TimelineEntry] | None = None,
+    occupancy: KeyOccupancy | None = None,
+) -> RunDetail:
     """The detail view of ``record``; its timeline is ``entries`` when already built, else
     built from ``record`` when first read (the record must not change meanwhile: a saved
-    record never does, transitions change copies)."""
+    record never does, transitions change copies). ``occupancy`` is a queued run's key
+    occupancy, for its status line."""
     ended = record.completed_at
     view = RunDetail(
         **summary(record).model_dump(),
@@ -448,6 +462,7 @@ def detail(record: RunRecord, entries: list[TimelineEntry] | None = None) -> Run
         triggered_by=record.triggered_by,
         streams=dict(record.streams),
         inbox_size=len(record.inbox),
+        status_detail=status_line(record, occupancy),
     )
     if entries is not None:
         view._timeline = entries

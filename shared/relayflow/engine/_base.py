@@ -24,6 +24,7 @@ from relayflow.ports import (
     CheckpointLog,
     Clock,
     DispatcherResolver,
+    FlowObserver,
     PendingDeliveries,
     RunObserver,
     RunStore,
@@ -149,6 +150,17 @@ class EngineBase:
         for observer in self._observers:
             try:
                 observer.on_interrupted(run_id, reason)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
+    def _flow_event(self, counter: str, run_id: str) -> None:
+        """Tell the observers that count flow control (``FlowObserver``) that ``run_id`` was
+        queued, started from its queue, debounced... (``counter``, an observability name)."""
+        for observer in self._observers:
+            if not isinstance(observer, FlowObserver):
+                continue
+            try:
+                observer.on_flow(counter, run_id)
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 

@@ -24,6 +24,7 @@ from relayflow.flow import admission
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.errors import CONCURRENCY_REPLACED
 from relayflow.flow.ports import ConcurrencySlots, SlotHolder, SlotScope
+from relayflow.observability import FLOW_DEQUEUED, FLOW_QUEUED
 
 _log = logging.getLogger("relayflow.engine")
 
@@ -78,6 +79,7 @@ class ConcurrencyGate(EffectApplier):
         if decided.replaces is not None:
             self._replace(decided.replaces, stored.id)
         if not decided.start:
+            self._flow_event(FLOW_QUEUED, stored.id)
             return stored
         return self._start_queued(stored.id, Work())
 
@@ -129,14 +131,11 @@ class ConcurrencyGate(EffectApplier):
         """Give the ended run's slot (or queue place) to the next queued runs and hand them
         off to be driven. A failure here leaves them holding a slot while stored queued:
         their queue check starts them."""
-        gate = self._concurrency(ended)
-        if gate is None or ended.concurrency_key is None:
+        if ended.concurrency_key is None:
             return
-        slots, declared = gate
-        scope = SlotScope(ended.workflow_id, ended.concurrency_key)
         try:
-            self._pass_on(
-                admission.release(slots, scope, ended.id, declared, now_ms=self.clock.now_ms())
+            self.release_slot(
+                ended.workflow_id, ended.concurrency_key, ended.id, environment=ended.environment
             )
         except Exception:
             _log.exception("run %s ended but its concurrency slot could not be passed on", ended.id)
@@ -146,6 +145,7 @@ class ConcurrencyGate(EffectApplier):
         except ``kept``, which the caller starts; True when ``kept`` was among them."""
         got_slot = False
         for run_id in run_ids:
+            self._flow_event(FLOW_DEQUEUED, run_id)
             if run_id == kept:
                 got_slot = True
                 continue
@@ -174,3 +174,25 @@ class ConcurrencyGate(EffectApplier):
             )
             got_slot = self._pass_on(given, kept=waiting) or got_slot
         return got_slot
+
+    def declared_concurrency(self, workflow_id: str, environment: str) -> Concurrency | None:
+        """The ``concurrency`` this engine enforces for ``workflow_id`` in ``environment``
+        (None: unlimited)."""
+        if self.slots is None or self._concurrency_of is None:
+            return None
+        return self._concurrency_of(workflow_id, environment)
+
+    def release_slot(
+        self, workflow_id: str, key: str, run_id: str, *, environment: str
+    ) -> list[str]:
+        """Free ``run_id``'s slot (or queue place) under ``key`` and start the queued runs
+        that take the freed slots, handing each off to be driven; answers their ids. The
+        end of a run calls it, and so does an operator freeing a stuck slot."""
+        declared = self.declared_concurrency(workflow_id, environment)
+        if self.slots is None or declared is None:
+            return []
+        scope = SlotScope(workflow_id, key)
+        now = self.clock.now_ms()
+        started_ids = admission.release(self.slots, scope, run_id, declared, now_ms=now)
+        self._pass_on(started_ids)
+        return started_ids

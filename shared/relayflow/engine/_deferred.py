@@ -27,6 +27,7 @@ from relayflow.flow import admission
 from relayflow.flow.errors import FlowControlError
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import Debouncer, SlotScope
+from relayflow.observability import FLOW_DEBOUNCED
 
 
 class TrailingBurst(NamedTuple):
@@ -72,6 +73,7 @@ class DeferredStarts(ConcurrencyGate):
         burst_spec = replace(spec, run_id=decision.run_id, input=decision.input)
         if decision.opened:
             return None, burst_spec, burst
+        self._flow_event(FLOW_DEBOUNCED, decision.run_id)
         return self.runs.get(decision.run_id), burst_spec, burst
 
     def _require_debouncer(self) -> Debouncer:

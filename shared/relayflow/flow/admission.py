@@ -17,6 +17,7 @@ from relayflow.flow.declarations import MAX_PRIORITY, Concurrency, TriggerOption
 from relayflow.flow.errors import CONCURRENCY_LIMITED
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import ConcurrencySlots, SlotScope
+from relayflow.flow.status import KeyOccupancy, concurrency_line
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,10 @@ class Admission:
     def describe(self) -> str:
         """The status line a run view shows, e.g. ``queued (concurrency key acme: 5 of 5 in
         use)``."""
-        key = f"concurrency key {self.scope.key}" if self.scope.key else "concurrency"
         state = "running" if self.start else "queued"
         if self.refused is not None:
             state = "cancelled"
-        return f"{state} ({key}: {self.in_use} of {self.limit} in use)"
+        return concurrency_line(state, self.scope.key, KeyOccupancy(self.in_use, self.limit))
 
 
 def concurrency_scope(

@@ -10,13 +10,14 @@ from __future__ import annotations
 from relayflow.flow.declarations import RateLimit
 from relayflow.flow.errors import RateLimitedError, RateLimiterMissingError
 from relayflow.flow.keys import resolve_key
+from relayflow.flow.status import RATE_WAIT_PREFIX
 from relayflow.protocol import Waitpoint
 from relayflow.sdk.scope import ContextCore
 
 
 def rate_wait_id(step_key: str, attempt: int) -> str:
     """The timed wait of attempt ``attempt`` of ``step_key`` for its rate-limit slot."""
-    return f"rate:{step_key}:{attempt}"
+    return f"{RATE_WAIT_PREFIX}{step_key}:{attempt}"
 
 
 def admit(core: ContextCore, step_key: str, attempt: int, rate_limit: RateLimit) -> None:

@@ -64,3 +64,73 @@ def test_a_failing_observer_never_breaks_a_run() -> None:
     env = WorkflowTestEnv(workflows=[broken_flow])
     env.engine.add_observer(Broken())
     assert env.trigger("metrics.broken", {}).status == "failed"
+
+
+def test_flow_control_is_counted_queued_started_from_the_queue_and_rate_limited() -> None:
+    from relayflow.flow import Concurrency, RateLimit
+    from relayflow.observability import FLOW_DEQUEUED, FLOW_QUEUED, FLOW_RATE_LIMITED
+
+    @workflow(id="metrics.limited", concurrency=Concurrency(limit=1, key="k"))
+    async def limited(data: Any, ctx: Any) -> Any:
+        return await ctx.step(
+            "call", str, data["k"], rate_limit=RateLimit(key="p", limit=1, window="1m")
+        )
+
+    env = WorkflowTestEnv(workflows=[limited])
+    counts = Counts()
+    env.engine.add_observer(RunMetrics(counts))
+    env.trigger("metrics.limited", {"k": "a"})
+    env.trigger("metrics.limited", {"k": "b"})
+    env.trigger("metrics.limited", {"k": "b"})
+    env.run_until_idle()
+
+    assert counts.counts[RUNS_COMPLETED] == 3
+    assert (counts.counts[FLOW_QUEUED], counts.counts[FLOW_DEQUEUED]) == (1, 1)
+    assert counts.counts[FLOW_RATE_LIMITED] == 2, "the second and third call waited"
+
+
+def test_delayed_and_expired_runs_are_counted_from_their_saves() -> None:
+    from relayflow.core.record import RunRecord
+    from relayflow.observability import FLOW_DELAYED, FLOW_EXPIRED
+    from relayflow.protocol import SerializedError
+
+    counts = Counts()
+    metrics = RunMetrics(counts)
+    delayed = RunRecord.model_validate(
+        {"id": "r1", "workflowId": "w", "status": "delayed", "startedAt": 0, "wakeAt": 60_000}
+    )
+    metrics.on_saved(None, delayed)
+    metrics.on_saved(delayed, delayed)
+    expired = delayed.model_copy(
+        update={
+            "status": "cancelled",
+            "completed_at": 60_000,
+            "error": SerializedError(message="ttl passed", code="TTL_EXPIRED"),
+        }
+    )
+    metrics.on_saved(delayed, expired)
+    metrics.on_saved(expired, expired)
+
+    assert (counts.counts[FLOW_DELAYED], counts.counts[FLOW_EXPIRED]) == (1, 1)
+
+
+def test_debounced_triggers_and_the_delayed_burst_run_are_counted() -> None:
+    from relayflow.flow import Debounce, TriggerOptions
+    from relayflow.observability import FLOW_DEBOUNCED, FLOW_DELAYED
+
+    @workflow(id="metrics.digest")
+    async def digest(data: Any, ctx: Any) -> Any:
+        return data
+
+    env = WorkflowTestEnv(workflows=[digest])
+    counts = Counts()
+    env.engine.add_observer(RunMetrics(counts))
+    options = TriggerOptions(debounce=Debounce(key="user", delay="30s"))
+    runs = [
+        env.trigger("metrics.digest", {"user": "u1", "n": n}, options=options) for n in range(3)
+    ]
+    env.run_until_idle()
+
+    assert {run.id for run in runs} == {runs[0].id}
+    assert (counts.counts[FLOW_DEBOUNCED], counts.counts[FLOW_DELAYED]) == (2, 1)
+    assert counts.counts[RUNS_COMPLETED] == 1

@@ -202,7 +202,8 @@ export function renderRun(main, runId, ctx) {
   function show(run, entries) {
     document.title = `${run.status} · ${run.id} · relayflow`;
     replace(header, h("p", {}, h("a", { href: "#/runs" }, "← Runs")),
-      h("div", { class: "row" }, h("h1", {}, run.id), h("span", { id: "run-status" }, statusBadge(run.status))));
+      h("div", { class: "row" }, h("h1", {}, run.id), h("span", { id: "run-status" }, statusBadge(run.status))),
+      run.statusDetail ? h("p", { id: "run-status-detail", class: "muted" }, run.statusDetail) : null);
     replace(factsBox, facts(run));
     replace(values,
       section("Input", jsonView(run.input)),

@@ -1,0 +1,57 @@
+"""The status line a run view shows for a run that flow control keeps from running: why it is
+``queued``, until when it is ``delayed``, until when a step's rate limit parks it.
+
+Read from the run's record alone, except for a queued run's key occupancy, which only the
+slots store knows: the caller reads it for a single run's view (never for a list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relayflow.core.record import RunRecord
+from relayflow.schedules.times import iso_utc
+
+#: The id prefix of the timed wait that parks a run until its rate-limit slot (the local id,
+#: after any scope path).
+RATE_WAIT_PREFIX = "rate:"
+
+
+@dataclass(frozen=True)
+class KeyOccupancy:
+    """How many of a concurrency key's slots are held, out of the workflow's limit."""
+
+    in_use: int
+    limit: int
+
+
+def concurrency_line(state: str, key: str | None, occupancy: KeyOccupancy | None) -> str:
+    """``queued (concurrency key acme: 5 of 5 in use)``; without a key the limit covers the
+    workflow (``queued (concurrency: 5 of 5 in use)``); without occupancy just the key."""
+    scope = f"concurrency key {key}" if key else "concurrency"
+    if occupancy is None:
+        return f"{state} ({scope})"
+    return f"{state} ({scope}: {occupancy.in_use} of {occupancy.limit} in use)"
+
+
+def rate_limited_until(record: RunRecord) -> int | None:
+    """When the run's pending rate-limit wait ends (its slot), if it is parked on one."""
+    if record.is_terminal:
+        return None
+    found: list[int] = []
+    for wait in record.pending_waitpoints:
+        local = wait.client_waitpoint_id.rpartition("/")[2]
+        wake_at = wait.meta.get("wakeAt")
+        if local.startswith(RATE_WAIT_PREFIX) and isinstance(wake_at, int):
+            found.append(wake_at)
+    return max(found) if found else None
+
+
+def status_line(record: RunRecord, occupancy: KeyOccupancy | None = None) -> str | None:
+    """Why the run is not running, in words (None when flow control is not holding it)."""
+    if record.status == "queued":
+        return concurrency_line("queued", record.concurrency_key, occupancy)
+    if record.status == "delayed":
+        return f"delayed until {iso_utc(record.wake_at)}" if record.wake_at else "delayed"
+    until = rate_limited_until(record)
+    return None if until is None else f"rate limited until {iso_utc(until)}"

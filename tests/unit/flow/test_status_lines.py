@@ -1,0 +1,44 @@
+"""The status line a run view shows for a run flow control holds back: delayed until its
+start, rate limited until its step's slot (queued is covered with the slots stores in
+tests/contract/test_concurrency_operations.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relayflow import workflow
+from relayflow.flow import RateLimit, TriggerOptions
+from relayflow.schedules.times import iso_utc
+from relayflow.testing import WorkflowTestEnv
+
+
+@workflow(id="status.partner")
+async def partner(data: Any, ctx: Any) -> Any:
+    limit = RateLimit(key="partner", limit=1, window="1m")
+    return await ctx.step("call", str, data, rate_limit=limit)
+
+
+def test_a_delayed_run_says_until_when() -> None:
+    env = WorkflowTestEnv(workflows=[partner])
+    run = env.trigger("status.partner", "a", options=TriggerOptions(delay="10m"))
+
+    assert run.status == "delayed"
+    line = f"delayed until {iso_utc(env.now() + 600_000)}"
+    assert env.get_run(run.id).status_detail == line
+    assert env.admin.timeline(run.id).status_detail == line
+    env.run_until_idle()
+    assert env.get_run(run.id).status_detail is None
+
+
+def test_a_run_parked_on_a_rate_limit_says_until_when() -> None:
+    env = WorkflowTestEnv(workflows=[partner])
+    first = env.trigger("status.partner", "a")
+    second = env.trigger("status.partner", "b")
+
+    assert env.get_run(first.id).status_detail is None
+    assert (
+        env.get_run(second.id).status_detail == f"rate limited until {iso_utc(env.now() + 60_000)}"
+    )
+    env.run_until_idle()
+    assert env.get_run(second.id).status == "completed"
+    assert env.get_run(second.id).status_detail is None

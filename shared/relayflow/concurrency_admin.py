@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from relayflow.core.record import RunRecord
 from relayflow.engine import Engine
 from relayflow.errors import RelayflowError, ValidationError
+from relayflow.flow import admission
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, QueuedRun, SlotHolder, SlotScope
 from relayflow.flow.status import KeyOccupancy
@@ -152,7 +153,8 @@ class ConcurrencyAdmin:
             return None
         try:
             slots, declared = self._gate(record.workflow_id, record.environment)
-            holders = slots.holders(SlotScope(record.workflow_id, record.concurrency_key))
+            scope = SlotScope(record.workflow_id, record.concurrency_key)
+            holders = slots.holders(admission.stored_scope(scope, declared))
         except Exception:
             _log.warning("the slots of run %s's key could not be read", record.id, exc_info=True)
             return None

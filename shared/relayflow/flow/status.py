@@ -51,6 +51,10 @@ def status_line(record: RunRecord, occupancy: KeyOccupancy | None = None) -> str
     """Why the run is not running, in words (None when flow control is not holding it)."""
     if record.status == "queued":
         return concurrency_line("queued", record.concurrency_key, occupancy)
+    if record.status == "delayed" and record.debounce_key is not None and record.wake_at:
+        # A later trigger of the burst moves the start without writing the run.
+        when = iso_utc(record.wake_at)
+        return f"delayed: debounced (key {record.debounce_key}), starts {when} at the earliest"
     if record.status == "delayed":
         return f"delayed until {iso_utc(record.wake_at)}" if record.wake_at else "delayed"
     until = rate_limited_until(record)

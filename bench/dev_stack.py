@@ -2,7 +2,8 @@
 
 The stack runs in a child process (the waitress api, the moto server with the atomic shim,
 the drive and worker functions on local threads, exactly what ``make dev`` starts) hosting
-``bench.time_workflows``; requests go to it over real HTTP connections.
+a bench module of workflows as the user's app (``bench.time_workflows`` unless told);
+requests go to it over real HTTP connections.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _free_port() -> int:
 class DevStack:
     """A ``relayflow dev`` child process on free ports, with a fresh state folder."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: str = APP) -> None:
+        self.app = app
         self.token = f"bench-{secrets.token_hex(8)}"
         self.port = _free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -56,7 +58,7 @@ class DevStack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYFLOW_")}
         env["RELAYFLOW_DEV_STATE"] = self._state_dir
         command = [
-            sys.executable, "-m", "relayflow.cli", "dev", "--app", APP,
+            sys.executable, "-m", "relayflow.cli", "dev", "--app", self.app,
             "--port", str(self.port), "--moto-port", str(_free_port()), "--token", self.token,
         ]  # fmt: skip
         self._process = subprocess.Popen(

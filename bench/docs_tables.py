@@ -139,6 +139,7 @@ TOPICS = (
     Topic("5 limits", "Figure 5: scale limits"),
     Topic("6 timers", "Figure 6: timers"),
     Topic("6 time", "Figure 6: time budgets and deliveries"),
+    Topic("8 flow control", "Figure 8: flow control"),
 )
 
 

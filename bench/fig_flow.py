@@ -1,17 +1,21 @@
 """Figure 8: what flow control costs on DynamoDB (moto): the requests and write units of each
 store operation (concurrency slots, rate limits, debounce), and per run for a
-concurrency-limited run that got its slot at once and one that queued.
+concurrency-limited run that got its slot at once and one that queued; then, at run level on
+the local stack (``flow_local``), the time from a slot's release to the next queued run's
+start and the throughput of one hot key, with the ceiling DynamoDB's partition limit puts on
+that key at the write units measured here.
 
-Counts are deterministic (one run each). The operations are measured on the stores
-themselves; the orchestrator does not call them yet, so no run-level time is measured here.
+Counts are deterministic (one run each), metered on the stores themselves.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import flow_local
 from bench.aws_meter import AwsMeter, Tally, table_specs
 from bench.moto_stack import REGION, _session
 from bench.table import Row, verdict
@@ -22,6 +26,7 @@ from relayflow.adapters.aws.debounces import DynamoDBDebouncer
 from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 from relayflow.config import Settings
 from relayflow.flow.ports import SlotScope
+from relayflow.local.stack import SWEEP_INTERVAL_S
 from relayflow.testing.aws import mock_aws
 
 NAME = "flow"
@@ -32,6 +37,11 @@ SCOPE = SlotScope("crm.sync", "acme")
 #: Targets: extra DynamoDB writes per concurrency-limited run.
 UNQUEUED_TARGET = 2
 QUEUED_TARGET = 4
+#: Target for the p99 time from a release to the next queued run's start: "promptly, not at
+#: the next sweep" means far under the local stack's sweep interval (30x under it here).
+RELEASE_TO_START_P99_MS = 1_000
+#: What one DynamoDB partition serves: 1,000 write units a second.
+PARTITION_WRITE_UNITS_PER_S = 1_000
 
 
 @dataclass(frozen=True)
@@ -114,8 +124,11 @@ def per_run(measured: dict[str, Operation]) -> tuple[tuple[int, int], tuple[int,
     return unqueued_cost, queued_cost
 
 
-def rows(measured: dict[str, Operation]) -> list[Row]:
-    """The figure's rows: one per operation, then the per-run totals against the targets."""
+def rows(
+    measured: dict[str, Operation], drains: dict[int, flow_local.Drain] | None = None
+) -> list[Row]:
+    """The figure's rows: one per operation, the per-run totals against the targets, then
+    (when measured) the local stack's release-to-start time and hot-key throughput."""
     out = [
         Row(
             FIGURE,
@@ -143,4 +156,52 @@ def rows(measured: dict[str, Operation]) -> list[Row]:
             verdict(queued <= QUEUED_TARGET),
         )
     )
+    # Every item of a key's slots lives in one partition: its write units per run bound the key.
+    for label, units in (("no wait", unqueued_units), ("every run queued", queued_units)):
+        out.append(
+            Row(
+                FIGURE,
+                f"one key's ceiling on DynamoDB, {label}: {PARTITION_WRITE_UNITS_PER_S:,} WCU/s "
+                f"per partition / {units} WCU per run",
+                f"{PARTITION_WRITE_UNITS_PER_S / units:.0f} runs/s",
+            )
+        )
+    return out + (local_rows(drains) if drains else [])
+
+
+def local_rows(drains: dict[int, flow_local.Drain]) -> list[Row]:
+    """Release to start (limit 1) and hot-key throughput, on the local stack."""
+    out: list[Row] = []
+    single = drains.get(1)
+    if single is not None:
+        waits = single.release_to_start_ms()
+        p50, p99 = _percentile(waits, 0.5), _percentile(waits, 0.99)
+        sweep_ms = SWEEP_INTERVAL_S * 1000
+        out.append(
+            Row(
+                FIGURE,
+                f"local stack: release to the next queued run's first step, limit 1 (p50 / p99 "
+                f"/ max, {len(waits)} releases; the sweep runs every {sweep_ms / 1000:.0f} s)",
+                f"{p50:.0f} / {p99:.0f} / {max(waits):.0f} ms",
+                f"p99 < {RELEASE_TO_START_P99_MS} ms",
+                verdict(p99 < RELEASE_TO_START_P99_MS and min(waits) >= 0),
+            )
+        )
+    for limit, drain in sorted(drains.items()):
+        out.append(
+            Row(
+                FIGURE,
+                f"local stack (moto server): one hot key, limit {limit}, {len(drain.queued)} "
+                "queued runs of one step drained",
+                f"{drain.runs_per_s:.1f} runs/s; at most {drain.most_at_once} at once",
+                f"at most {limit} at once",
+                verdict(drain.most_at_once <= limit and drain.answered_queued == len(drain.queued)),
+            )
+        )
     return out
+
+
+def _percentile(values: list[int], q: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])

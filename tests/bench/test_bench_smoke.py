@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, write_trace
 from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
+from bench.flow_local import Ran
 from bench.table import Row, render
 from relayflow.adapters.aws.attributes import item_size
 
@@ -219,3 +220,38 @@ def test_flow_control_figure_measures_each_store_operation() -> None:
     (unqueued, _), (queued, _) = fig_flow.per_run(measured)
     assert (unqueued, queued) == (2, 4)
     assert all(row.verdict == "PASS" for row in fig_flow.rows(measured) if row.target)
+
+
+def test_flow_control_figure_drains_one_key_on_the_local_stack() -> None:
+    from bench import fig_flow, flow_local
+    from bench.dev_stack import DevStack
+
+    with DevStack(app=flow_local.APP) as dev:
+        drains = {limit: flow_local._drain(dev, limit, 4) for limit in (1, 5)}
+    single = drains[1]
+    assert single.answered_queued == 4 and len(single.holders) == 1
+    waits = single.release_to_start_ms()
+    assert len(waits) == 4 and min(waits) >= 0
+    assert drains[1].most_at_once == 1 and 1 <= drains[5].most_at_once <= 5
+    assert all(drain.runs_per_s > 0 for drain in drains.values())
+    rendered = render(fig_flow.local_rows(drains))
+    assert "4 releases" in rendered and "limit 5" in rendered
+
+
+def _ran(name: str, start: int, end: int) -> Ran:
+    return Ran(name, start, end)
+
+
+def test_a_release_measures_from_the_predecessors_end_and_an_overlap_fails() -> None:
+    from bench import fig_flow, flow_local
+
+    holder = _ran("h", 0, 100)
+    prompt = flow_local.Drain(1, (holder,), (_ran("a", 130, 200), _ran("b", 250, 300)), 2)
+    assert prompt.release_to_start_ms() == [30, 50]
+    assert prompt.most_at_once == 1
+    assert prompt.runs_per_s == pytest.approx(2 / 0.2)
+    assert fig_flow.local_rows({1: prompt})[0].verdict == "PASS"
+
+    overlapping = flow_local.Drain(1, (holder,), (_ran("a", 90, 200), _ran("b", 250, 300)), 2)
+    assert overlapping.most_at_once == 2
+    assert {row.verdict for row in fig_flow.local_rows({1: overlapping})} == {"FAIL"}

@@ -76,7 +76,11 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
     if fig_time.NAME in names:
         rows += fig_time.rows(fig_time.measure(quick=quick))
     if fig_flow.NAME in names:
-        rows += fig_flow.rows(fig_flow.measure(), fig_flow.flow_local.measure(quick=quick))
+        rows += fig_flow.rows(
+            fig_flow.measure(),
+            fig_flow.flow_local.measure(quick=quick),
+            fig_flow.flow_runs.measure(),
+        )
     return rows
 
 

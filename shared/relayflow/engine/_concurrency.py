@@ -58,10 +58,15 @@ class ConcurrencyGate(EffectApplier):
             return record.model_copy(update={"concurrency_key": scope.key})
         return queued(record, scope.key, self.clock.now_ms())
 
-    def _admit(self, stored: RunRecord) -> RunRecord:
+    def _admit(self, stored: RunRecord, *, save_start: bool = True) -> RunRecord:
         """Take a slot for the queued run, as its workflow's strategy says: the run as it now
         is (``running`` when it got one, ``queued`` when it waits, ``cancelled`` when
-        ``cancel-newest`` refused it). Safe to repeat."""
+        ``cancel-newest`` refused it). Safe to repeat.
+
+        Without ``save_start`` a run that got its slot comes back ``running`` but unsaved (at
+        its stored version): the caller drives it at once, and the drive's first save writes
+        the start with what it saves anyway. If that save never comes, the run is stored
+        ``queued`` holding its slot, which its queue check repairs."""
         gate = self._concurrency(stored)
         if gate is None or stored.status != "queued" or stored.concurrency_key is None:
             return stored
@@ -81,6 +86,8 @@ class ConcurrencyGate(EffectApplier):
         if not decided.start:
             self._flow_event(FLOW_QUEUED, stored.id)
             return stored
+        if not save_start:
+            return started(stored, self.clock.now_ms())
         return self._start_queued(stored.id, Work())
 
     def _replace(self, holder_id: str, newer_id: str) -> None:

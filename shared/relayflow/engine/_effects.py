@@ -164,7 +164,7 @@ class EffectApplier(EngineBase):
         """The new run under its workflow's concurrency (see ``ConcurrencyGate``)."""
         return record
 
-    def _admit(self, stored: RunRecord) -> RunRecord:
+    def _admit(self, stored: RunRecord, *, save_start: bool = True) -> RunRecord:
         """Take a concurrency slot for a just-inserted run (see ``ConcurrencyGate``)."""
         return stored
 

@@ -71,7 +71,8 @@ class Engine(DeferredStarts, InvocationCycle):
             self.alarms.arm(stored.id, stored.alarm_at)
         if stored.status == "delayed":
             return stored, True
-        stored = self._admit(stored)
+        inline = drive and not self._handing_off()
+        stored = self._admit(stored, save_start=not inline)
         if stored.status != "running":
             return stored, True
         if drive and self._handing_off():

@@ -104,3 +104,14 @@ def test_write_docs_stores_the_rows_and_lays_out_the_page(tmp_path: Path) -> Non
 
 def _tables() -> list[docs_tables.ColumnTable]:
     return [table for topic in docs_tables.TOPICS for table in topic.tables]
+
+
+def test_the_flow_control_guide_quotes_the_benchs_slot_writes() -> None:
+    """The guide's cost of a limited run in its key's slots is the bench's figure 8."""
+    by_name = {row.measurement: row.value for row in load(RESULTS).rows}
+    guide = (docs_page.PAGE.parent / "guides" / "flow-control.md").read_text(encoding="utf-8")
+    guide = " ".join(guide.split())
+    for shape in (", no wait", " that queued"):
+        value = by_name[f"writes to the key's slots per limited run{shape}"]  # "2 (2 WCU)"
+        writes, units = value.removesuffix(" WCU)").split(" (")
+        assert f"{writes} write requests, {units} WCU" in guide, (shape, value)

@@ -11,11 +11,12 @@ place; the runs the release starts are marked ``running`` and handed off to be d
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 
 from relayflow.core.deferred import end_unstarted, queued, started
 from relayflow.core.effects import Transition
 from relayflow.core.interventions import cancel
-from relayflow.core.record import RunRecord
+from relayflow.core.record import NOT_STARTED, RunRecord
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._effects import EffectApplier
@@ -104,27 +105,35 @@ class ConcurrencyGate(EffectApplier):
             return
         self._deliver_cancel(saved)
 
+    def _change_while(
+        self,
+        run_id: str,
+        statuses: Collection[str],
+        change: Callable[[RunRecord, int], Transition],
+        work: Work | None = None,
+    ) -> RunRecord:
+        """Apply ``change`` to the stored run if it is still in one of ``statuses``; a run
+        that moved on meanwhile (started, ended) is left as it is. Returns the run as stored."""
+
+        def step(record: RunRecord, now: int) -> tuple[Transition, None]:
+            if record.status not in statuses:
+                return Transition(record, changed=False), None
+            return change(record, now), None
+
+        saved, _ = self._mutate(run_id, step, work or Work())
+        return saved
+
     def _end_unstarted(self, run_id: str, code: str, message: str) -> RunRecord:
         """End a run that never started ``cancelled`` with ``code``."""
-
-        def end(record: RunRecord, now: int) -> tuple[Transition, None]:
-            if record.is_terminal or record.status == "running":
-                return Transition(record, changed=False), None
-            return end_unstarted(record, now, code, message), None
-
-        saved, _ = self._mutate(run_id, end, Work())
-        return saved
+        return self._change_while(
+            run_id, NOT_STARTED, lambda record, now: end_unstarted(record, now, code, message)
+        )
 
     def _start_queued(self, run_id: str, work: Work) -> RunRecord:
         """Mark a queued run that holds a slot ``running`` and due now."""
-
-        def start(record: RunRecord, now: int) -> tuple[Transition, None]:
-            if record.status != "queued":
-                return Transition(record, changed=False), None
-            return Transition(started(record, now)), None
-
-        saved, _ = self._mutate(run_id, start, work)
-        return saved
+        return self._change_while(
+            run_id, ("queued",), lambda record, now: Transition(started(record, now)), work
+        )
 
     def _observe(self, before: RunRecord | None, after: RunRecord) -> None:
         super()._observe(before, after)

@@ -106,26 +106,21 @@ class DeferredStarts(ConcurrencyGate):
         later = self._end_burst(record, now)
         if later is not None:
 
-            def wait_more(rec: RunRecord, _now: int) -> tuple[Transition, None]:
-                if rec.status != "delayed":
-                    return Transition(rec, changed=False), None
+            def wait_more(rec: RunRecord, _now: int) -> Transition:
                 rec = rec.model_copy(update={"wake_at": later})
-                return Transition(rec, (arm(rec, later),)), None
+                return Transition(rec, (arm(rec, later),))
 
-            self._mutate(record.id, wait_more, Work())
+            self._change_while(record.id, ("delayed",), wait_more)
             return None
 
-        def begin(rec: RunRecord, at: int) -> tuple[Transition, None]:
-            if rec.status != "delayed":
-                return Transition(rec, changed=False), None
-            if rec.concurrency_key is not None:
-                rec = queued(rec, rec.concurrency_key, at)
-                ttl = () if rec.start_deadline is None else (arm(rec, rec.start_deadline),)
-                return Transition(rec, ttl), None
-            return Transition(started(rec, at)), None
+        def begin(rec: RunRecord, at: int) -> Transition:
+            if rec.concurrency_key is None:
+                return Transition(started(rec, at))
+            rec = queued(rec, rec.concurrency_key, at)
+            ttl = () if rec.start_deadline is None else (arm(rec, rec.start_deadline),)
+            return Transition(rec, ttl)
 
-        saved, _ = self._mutate(record.id, begin, Work())
-        saved = self._admit(saved)
+        saved = self._admit(self._change_while(record.id, ("delayed",), begin))
         return saved if saved.status == "running" else None
 
     def _end_burst(self, record: RunRecord, now: int) -> int | None:
@@ -138,13 +133,11 @@ class DeferredStarts(ConcurrencyGate):
         burst = self.debouncer.current(scope)
         if burst is not None and burst.run_id == record.id and burst.input != record.input:
             latest = burst.input
-
-            def keep_input(rec: RunRecord, _now: int) -> tuple[Transition, None]:
-                if rec.status != "delayed":
-                    return Transition(rec, changed=False), None
-                return Transition(rec.model_copy(update={"input": latest})), None
-
-            self._mutate(record.id, keep_input, Work())
+            self._change_while(
+                record.id,
+                ("delayed",),
+                lambda rec, _now: Transition(rec.model_copy(update={"input": latest})),
+            )
         return self.debouncer.close(scope, record.id, now_ms=now)
 
     def _check_queued(self, record: RunRecord, now: int) -> RunRecord | None:
@@ -172,14 +165,11 @@ class DeferredStarts(ConcurrencyGate):
 
     def _next_check(self, record: RunRecord, now: int) -> RunRecord:
         check = queue_check_at(record, now)
-
-        def put(rec: RunRecord, _now: int) -> tuple[Transition, None]:
-            if rec.status != "queued":
-                return Transition(rec, changed=False), None
-            return Transition(rec.model_copy(update={"wake_at": check})), None
-
-        saved, _ = self._mutate(record.id, put, Work())
-        return saved
+        return self._change_while(
+            record.id,
+            ("queued",),
+            lambda rec, _now: Transition(rec.model_copy(update={"wake_at": check})),
+        )
 
     def _unstarted_alarm(self, record: RunRecord) -> RunRecord:
         """A new run's draft with its alarm marked armed (it is armed once inserted): a

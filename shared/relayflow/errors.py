@@ -233,6 +233,14 @@ class RunTerminalError(RelayflowError):
     code = "run_terminal"
 
 
+class RunActionConflictError(RelayflowError):
+    """An operator action does not apply to the run as it now stands (it moved on): the
+    code says why (``already_paused``, ``not_paused``, ``not_started``, ``not_redrivable``,
+    ``not_rerunnable``)."""
+
+    code = "conflict"
+
+
 class NotParkedError(RelayflowError):
     """The run is not waiting on anything an injection could resolve."""
 

@@ -28,8 +28,12 @@ RUNS_READ = "runs:read"
 RUNS_WRITE = "runs:write"
 EVENTS_WRITE = "events:write"
 MANIFESTS_WRITE = "manifests:write"
+#: Bulk actions by filter and pausing a whole workflow.
+RUNS_ADMIN = "runs:admin"
 #: Every scope a token can be granted; ``*`` in a token's list grants them all.
-ALL_SCOPES: frozenset[str] = frozenset({RUNS_READ, RUNS_WRITE, EVENTS_WRITE, MANIFESTS_WRITE})
+ALL_SCOPES: frozenset[str] = frozenset(
+    {RUNS_READ, RUNS_WRITE, RUNS_ADMIN, EVENTS_WRITE, MANIFESTS_WRITE}
+)
 
 DEFAULT_CACHE_TTL_S = 300.0
 DEFAULT_MISS_REFRESH_S = 30.0

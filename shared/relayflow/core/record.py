@@ -19,6 +19,7 @@ from relayflow.protocol import (
     Journal,
     RunTrigger,
     SerializedError,
+    StepJournalEntry,
     StreamChunk,
     TenantMeta,
     Waitpoint,
@@ -27,6 +28,7 @@ from relayflow.protocol import (
 RunStatus = Literal[
     "delayed",
     "queued",
+    "paused",
     "running",
     "waiting",
     "completed",
@@ -114,6 +116,58 @@ class CompensationSkipped(RecordModel):
     host_status: str
 
 
+ActionKind = Literal["pause", "resume", "cancel", "redrive", "rerun"]
+#: What a paused run becomes when resumed: its status before the pause, or ``start`` for a
+#: run inserted paused (its workflow was paused) that has not started yet.
+ResumeTo = Literal["running", "waiting", "start"]
+
+
+class RunAction(RecordModel):
+    """One operator action applied to a run, as its timeline and the audit log show it.
+
+    ``id`` is the request's ``Idempotency-Key`` or the bulk job's run id: an action whose id
+    the run already holds is not applied again.
+    """
+
+    id: str
+    kind: ActionKind
+    #: Who asked: the API token's name, ``cli``, or ``bulk:<job run id>``.
+    by: str
+    at: int
+    reason: str | None = None
+    #: What the action chose or made (``fromStep``, ``rerunId``, ``retry``...).
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class PauseState(RecordModel):
+    """Since when and why a run is paused, and what it resumes to."""
+
+    at: int
+    by: str
+    resume_to: ResumeTo
+    reason: str | None = None
+
+
+class Redrive(RecordModel):
+    """One redrive: what it took out of the journal so that it runs again."""
+
+    at: int
+    action_id: str
+    #: The run's error before the redrive.
+    error: SerializedError | None = None
+    #: The failed journal entries it removed, by key (their attempts, for the history).
+    steps: dict[str, StepJournalEntry] = Field(default_factory=dict)
+    #: The failed compensation reports it removed, by compensated step key.
+    compensations: dict[str, Any] = Field(default_factory=dict)
+
+
+class RerunOrigin(RecordModel):
+    """The run a rerun copied its journal from, and the top-level step it reran from."""
+
+    run_id: str
+    from_step: str
+
+
 class RunRecord(RecordModel):
     """One run. Saved only with a condition on ``version``; terminal runs never change.
 
@@ -187,6 +241,24 @@ class RunRecord(RecordModel):
     #: The durability the run had: ``per_step`` while every answer said so,
     #: ``per_invocation`` from the first answer that did not (None before any answer).
     durability: Durability | None = None
+    # Operations (see core.actions and docs/guides/operating-runs.md).
+    #: The actions applied to the run (pause, resume, cancel, redrive, rerun), oldest first.
+    actions: list[RunAction] = Field(default_factory=list)
+    #: Set while the run is ``paused``.
+    pause: PauseState | None = None
+    #: The redrives of the run, oldest first (``redrive_count`` is their number).
+    redrives: list[Redrive] = Field(default_factory=list)
+    #: The step retry policies a redrive replaced, by journal key (wire form of the SDK's).
+    retry_overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: The run this one reruns from a step, and the step.
+    rerun_of: RerunOrigin | None = None
+    #: The runs that rerun this one from a step, oldest first.
+    reruns: list[str] = Field(default_factory=list)
+
+    @property
+    def redrive_count(self) -> int:
+        """How often the run was redriven."""
+        return len(self.redrives)
 
     @property
     def is_terminal(self) -> bool:

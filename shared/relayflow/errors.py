@@ -241,6 +241,12 @@ class RunActionConflictError(RelayflowError):
     code = "conflict"
 
 
+class StepNotFoundError(RelayflowError):
+    """A run has no top-level step with the given id (rerun from a step)."""
+
+    code = "step_not_found"
+
+
 class NotParkedError(RelayflowError):
     """The run is not waiting on anything an injection could resolve."""
 

@@ -308,6 +308,17 @@ class CheckpointEntry(WireModel):
     compensate: bool = False
 
 
+class RetryOverride(WireModel):
+    """A step retry policy set from outside the code (a redrive's ``retry``): it replaces the
+    policy the body gives the step, for the steps of ``StepRequest.retry_overrides``."""
+
+    max: int = Field(default=3, ge=1, le=1000, description="total attempts, the first included")
+    backoff: Literal["fixed", "linear", "exponential"] = "exponential"
+    initial_ms: int = Field(default=1_000, ge=0, le=86_400_000)
+    max_delay_ms: int = Field(default=60_000, ge=0, le=86_400_000)
+    backoff_rate: float = Field(default=2.0, ge=1.0, le=100.0)
+
+
 class StepRequest(WireModel):
     """One invocation of a workflow body against its journal."""
 
@@ -324,6 +335,9 @@ class StepRequest(WireModel):
     run_meta: RunMeta = Field(default_factory=RunMeta)
     cancel: CancelDirective | None = None
     checkpoint: CheckpointChannel | None = None
+    #: relayflow extension: retry policies that replace the body's for these journal keys
+    #: (set by a redrive); reference hosts ignore it.
+    retry_overrides: dict[str, RetryOverride] | None = None
 
 
 class Waitpoint(WireModel):

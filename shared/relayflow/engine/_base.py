@@ -19,6 +19,7 @@ from relayflow.errors import RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, Debouncer
 from relayflow.leases import LeaseKeeper
+from relayflow.operations.ports import AuditLog, WorkflowPauses
 from relayflow.ports import (
     AlarmClock,
     CheckpointLog,
@@ -89,6 +90,8 @@ class EngineBase:
             environment (None: unlimited).
         debouncer: The open bursts of debounced triggers; without one a trigger asking for
             ``debounce`` is refused.
+        audit: Where operator actions are recorded across runs (each run keeps its own).
+        workflow_pauses: The paused workflows; without them a workflow cannot be paused.
     """
 
     def __init__(
@@ -107,8 +110,12 @@ class EngineBase:
         slots: ConcurrencySlots | None = None,
         concurrency_of: Callable[[str, str], Concurrency | None] | None = None,
         debouncer: Debouncer | None = None,
+        audit: AuditLog | None = None,
+        workflow_pauses: WorkflowPauses | None = None,
     ) -> None:
         self.runs = runs
+        self.audit = audit
+        self.workflow_pauses = workflow_pauses
         self.slots = slots
         self._concurrency_of = concurrency_of
         self.debouncer = debouncer

@@ -266,3 +266,110 @@ def test_pause_while_a_step_runs_lets_the_step_finish_and_nothing_after_it(
     assert done.status == "completed"
     assert done.output == ["s1", "s2", "s3", "s4", "s5"]
     assert ledger == ["s1", "s2", "s3", "s4", "s5"], "no step ran twice"
+
+
+def test_rerun_copies_whole_maps_parallels_and_sleeps_before_the_step(make_env: MakeEnv) -> None:
+    ledger: list[str] = []
+
+    def work(name: str) -> str:
+        ledger.append(name)
+        return name
+
+    async def item(ctx: Any, value: int, index: int) -> str:
+        return str(await ctx.step("item", work, f"item{value}"))
+
+    async def inner(ctx: Any) -> str:
+        return str(await ctx.step("inner", work, "inner"))
+
+    @workflow(id="ops.nested")
+    async def nested(data: Any, ctx: Any) -> Any:
+        await ctx.step("first", work, "first")
+        await ctx.map([1, 2, 3], item)
+        await ctx.parallel([lambda c: c.step("p", work, "p1"), lambda c: c.step("q", work, "p2")])
+        await ctx.sleep("1m")
+        await ctx.group("grp", inner)
+        return await ctx.step("last", work, "last")
+
+    env = make_env(workflows=[nested])
+    run = env.trigger("ops.nested", {})
+    _settle(env)
+    original = env.get_run(run.id)
+    assert original.status == "completed"
+    top = [e.id for e in original.timeline if e.type == "step" and "/" not in e.id]
+    assert "group:grp" in top
+    ledger.clear()
+    rerun = env.admin.rerun_run(run.id, from_step="group:grp", by="a")
+    env.run_until_idle()
+    done = env.get_run(rerun.id)
+    assert done.status == "completed", "no sleep again: it came before the group"
+    assert ledger == ["inner", "last"]
+    branch = next(key for key in top if key.startswith("branch:"))
+    with pytest.raises(StepNotFoundError):
+        env.admin.rerun_run(run.id, from_step=branch, by="a")
+
+
+def test_redrive_of_compensation_failed_runs_only_the_failed_compensations(
+    make_env: MakeEnv,
+) -> None:
+    from relayflow.errors import FatalError
+
+    ledger: list[str] = []
+    refund_down = {"on": True}
+
+    def act(name: str) -> str:
+        ledger.append(name)
+        if name == "ship":
+            raise FatalError("carrier refused the parcel")
+        return name
+
+    def release(_: Any) -> None:
+        ledger.append("release")
+
+    def refund(_: Any) -> None:
+        ledger.append("refund")
+        if refund_down["on"]:
+            raise ConnectionError("payments down")
+
+    @workflow(id="ops.saga", retry=RetryPolicy(max=1))
+    async def saga(data: Any, ctx: Any) -> Any:
+        await ctx.step("reserve", act, "reserve", compensate=release)
+        await ctx.step("charge", act, "charge", compensate=refund)
+        return await ctx.step("ship", act, "ship")
+
+    env = make_env(workflows=[saga])
+    run = env.trigger("ops.saga", {})
+    env.run_until_idle()
+    assert env.get_run(run.id).status == "compensation_failed"
+    assert ledger == ["reserve", "charge", "ship", "refund", "release"]
+    refund_down["on"] = False
+    ledger.clear()
+    env.admin.redrive_run(run.id, by="oncall")
+    env.run_until_idle()
+    done = env.get_run(run.id)
+    assert done.status == "compensated"
+    assert ledger == ["refund"], "only the failed compensation ran again; no step re-ran"
+    assert done.redrive_count == 1
+    assert done.error is not None and done.error.message == "carrier refused the parcel"
+
+
+def test_a_paused_run_does_not_time_out_until_resumed(make_env: MakeEnv) -> None:
+    @workflow(id="ops.timed", timeout="10m")
+    async def timed(data: Any, ctx: Any) -> Any:
+        await ctx.sleep("1m")
+        return "done"
+
+    env = make_env(workflows=[timed])
+    run = env.trigger("ops.timed", {})
+    env.admin.pause_run(run.id, by="a")
+    env.advance("30m")
+    env.run_until_idle()
+    assert env.get_run(run.id).status == "paused"
+    env.admin.resume_run(run.id, by="a")
+    env.run_until_idle()
+    ended = env.get_run(run.id)
+    assert ended.status == "failed"
+    assert ended.error is not None and ended.error.code == "WORKFLOW_TIMEOUT"
+    env.admin.redrive_run(run.id, by="a")
+    env.advance("2m")
+    env.run_until_idle()
+    assert env.get_run(run.id).status == "completed", "a redrive gives a timed-out run new time"

@@ -219,9 +219,10 @@ def failing_steps(journal: Journal, error: SerializedError | None) -> list[str]:
     ]
 
 
-def is_top_level(key: str) -> bool:
-    """A journal key of an operation of the body itself (not inside a group or branch)."""
-    return "/" not in key
+def is_top_level(key: str, kind: str | None) -> bool:
+    """An operation of the body itself (a step, token, group, parallel or map the body
+    reached), not one inside a group or branch, nor a branch: what a rerun can start from."""
+    return "/" not in key and kind != "branch"
 
 
 def rerun_journal(record: RunRecord, from_step: str) -> Journal:
@@ -240,7 +241,7 @@ def rerun_journal(record: RunRecord, from_step: str) -> Journal:
         )
     journal = record.journal
     chosen = journal.step_results.get(from_step)
-    if chosen is None or not is_top_level(from_step):
+    if chosen is None or not is_top_level(from_step, chosen.kind):
         raise StepNotFoundError(f"run {record.id} has no top-level step {from_step!r}")
     copied = {
         key: entry
@@ -273,17 +274,26 @@ def _started_at(entry: StepJournalEntry) -> int:
     return min(first, entry.started_at) if entry.started_at else first
 
 
+def _owner(key: str, entry: StepJournalEntry, journal: Journal) -> StepJournalEntry | None:
+    """The top-level entry whose scope holds ``key``: itself at the top, else its group's
+    or branch's (a branch's entry carries its parallel's or map's ordinal)."""
+    if "/" not in key:
+        return entry
+    scope = key.split("/", 1)[0]
+    steps = journal.step_results
+    return steps.get(scope) or steps.get(f"branch:{scope}") or steps.get(f"group:{scope}")
+
+
 def _before(
     key: str, entry: StepJournalEntry, chosen_key: str, chosen: StepJournalEntry, journal: Journal
 ) -> bool:
     """Whether the body reached ``key`` before the chosen top-level step: by the top-level
     ordinal where both have one, else by start time."""
-    top = key.split("/", 1)[0]
-    if top == chosen_key:
+    if key == chosen_key:
         return False
-    owner = journal.step_results.get(top) if top != key else entry
-    if owner is None:
-        return _started_at(entry) < _started_at(chosen)
+    owner = _owner(key, entry, journal) or entry
+    if owner is chosen:
+        return False
     if owner.ordinal is not None and chosen.ordinal is not None:
         return owner.ordinal < chosen.ordinal
     return _started_at(owner) < _started_at(chosen)

@@ -12,6 +12,7 @@ from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
 from relayflow.adapters.aws.debounces import DynamoDBDebouncer
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
+from relayflow.adapters.aws.operations import DynamoDBAuditLog, DynamoDBWorkflowPauses
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
@@ -195,6 +196,12 @@ def build_aws_driver(
         ),
         concurrency_of=DeclaredConcurrency(registered_concurrency, manifests, clock),
         debouncer=DynamoDBDebouncer(
+            settings.require("table_name"), client_factory=clients.dynamodb
+        ),
+        audit=DynamoDBAuditLog(
+            settings.require("table_name"), client_factory=clients.dynamodb, clock=clock
+        ),
+        workflow_pauses=DynamoDBWorkflowPauses(
             settings.require("table_name"), client_factory=clients.dynamodb
         ),
     )

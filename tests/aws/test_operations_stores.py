@@ -142,6 +142,16 @@ def test_filters_hold_on_every_page(
     assert ids(stores.audit.list(AuditQuery(**filters)).entries) == expected
 
 
+def test_a_busy_day_is_listed_in_order_across_pages(stores: Stores) -> None:
+    for n in range(25):
+        stores.audit.record(entry(f"e{n:02d}", NOON - 1000 + n, environment="development"))
+        stores.audit.record(entry(f"p{n:02d}", NOON - 1000 + n, kind="cancel"))
+    newest_first = [f"{p}{n:02d}" for n in reversed(range(25)) for p in ("p", "e")]
+
+    assert walk(stores.audit, limit=10) == (newest_first, 5)
+    assert walk(stores.audit, limit=7, kind="cancel")[0] == newest_first[::2]
+
+
 def test_a_listing_goes_back_ninety_days_unless_told(stores: Stores) -> None:
     stores.audit.record(entry("old", NOON - 91 * DAY_MS))
     stores.audit.record(entry("recent", NOON - 89 * DAY_MS))

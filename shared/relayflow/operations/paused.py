@@ -44,11 +44,12 @@ class PausedWorkflows:
         """The workflow's mark, or None, as read at most ``ttl_ms`` ago."""
         key = (workflow_id, environment)
         now = self._clock.now_ms()
-        with self._lock:
-            cached = self._cached.get(key)
-            generation = self._generation
+        # A hit takes no lock: reading one dict entry is atomic, and this runs on every
+        # trigger.
+        cached = self._cached.get(key)
         if cached is not None and 0 <= now - cached[0] < self._ttl_ms:
             return cached[1]
+        generation = self._generation
         mark = self.store.get(workflow_id, environment)
         with self._lock:
             if generation == self._generation:

@@ -48,6 +48,8 @@ _FILTERS = {"kind": "kind", "workflow_id": "workflowId", "run_id": "runId"}
 #: Sorts after ``#`` and before every character an id can hold past it: the upper bound of
 #: the keys of one millisecond.
 _AFTER_TIME = "$"
+#: Items a filtered query reads per request.
+_FILTERED_PAGE = 1000
 
 
 def audit_partition(environment: str, day: str) -> str:
@@ -151,6 +153,9 @@ class DynamoDBAuditLog(FlowTable):
         }
         if conditions:
             params["FilterExpression"] = " AND ".join(conditions)
+            # Limit counts the items read, not those that pass the filter: read wider pages
+            # so a selective filter takes a few requests, not one per ``limit`` items.
+            params["Limit"] = max(window.limit + 1, _FILTERED_PAGE)
         while True:
             answer = self._db().query(**params)
             for item in answer.get("Items", []):

@@ -121,3 +121,13 @@ def test_reading_the_audit_log_needs_runs_read(logged: Api) -> None:
     refused = logged.get("/api/audit", token=INGESTER)
     assert refused.status == 403
     assert refused.body["error"] == "forbidden"
+
+
+def test_without_an_audit_log_the_page_is_empty_and_the_query_still_checked(api: Api) -> None:
+    api.env.engine.audit = None
+
+    empty = api.get("/api/audit", query={"kind": "pause"})
+    refused = api.get("/api/audit", query={"cursor": "not-a-cursor"})
+
+    assert (empty.status, empty.body) == (200, {"entries": [], "nextCursor": None})
+    assert (refused.status, refused.body["error"]) == (400, "invalid_query")

@@ -131,3 +131,32 @@ def test_without_an_audit_log_the_page_is_empty_and_the_query_still_checked(api:
 
     assert (empty.status, empty.body) == (200, {"entries": [], "nextCursor": None})
     assert (refused.status, refused.body["error"]) == (400, "invalid_query")
+
+
+def _start(api: Api, workflow_id: str) -> str:
+    answer = api.post("/api/runs", {"workflowId": workflow_id, "environment": "production"})
+    assert answer.status == 201, answer.body
+    return str(answer.body["id"])
+
+
+def test_the_engines_actions_are_listed_once_per_action_id(api: Api) -> None:
+    run_id = _start(api, "api.signal")
+    admin = api.env.admin
+    admin.pause_run(run_id, by="ops-token", action_id="k-pause", reason="investigating")
+    admin.pause_run(run_id, by="ops-token", action_id="k-pause", reason="a retry")
+    api.env.advance("1s")
+    admin.resume_run(run_id, by="cli", action_id="k-resume")
+    api.env.advance("1s")
+    admin.cancel_run(run_id, by="ops-token", action_id="k-cancel", reason="not needed")
+
+    answer = api.get("/api/audit", query={"runId": run_id})
+
+    assert answer.status == 200, answer.body
+    listed = [(e["id"], e["kind"], e["by"], e["reason"]) for e in answer.body["entries"]]
+    assert listed == [
+        ("k-cancel", "cancel", "ops-token", "not needed"),
+        ("k-resume", "resume", "cli", None),
+        ("k-pause", "pause", "ops-token", "investigating"),
+    ]
+    assert {e["workflowId"] for e in answer.body["entries"]} == {"api.signal"}
+    assert {e["environment"] for e in answer.body["entries"]} == {"production"}

@@ -25,6 +25,7 @@ from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, Debouncer
+from relayflow.operations.paused import PausedWorkflows
 from relayflow.operations.ports import AuditLog, WorkflowPauses
 from relayflow.ports import (
     CheckpointLog,
@@ -110,6 +111,10 @@ def _host_options(
     return {"options": ExecutorOptions(**fields), "checkpoints": checkpoints}
 
 
+def _cached(store: WorkflowPauses, clock: VirtualClock) -> PausedWorkflows:
+    return store if isinstance(store, PausedWorkflows) else PausedWorkflows(store, clock)
+
+
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
     from relayflow.adapters.memory.manifests import InMemoryManifestStore
 
@@ -144,7 +149,10 @@ class WorkflowTestEnv:
             default).
         debouncer: The open bursts of debounced triggers (in memory by default).
         audit: Where operator actions are recorded across runs (in memory by default).
-        workflow_pauses: Which workflows are paused (in memory by default).
+        workflow_pauses: Which workflows are paused (in memory by default), read through
+            a :class:`~relayflow.operations.paused.PausedWorkflows` cache as deployed: a mark
+            written to this store directly is seen within 5 s of virtual time, one written
+            through the engine at once.
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -200,7 +208,7 @@ class WorkflowTestEnv:
             concurrency_of=self._concurrency_of,
             debouncer=debouncer or InMemoryDebouncer(),
             audit=audit or InMemoryAuditLog(self.clock),
-            workflow_pauses=workflow_pauses or InMemoryWorkflowPauses(),
+            workflow_pauses=_cached(workflow_pauses or InMemoryWorkflowPauses(), self.clock),
         )
         self.environment = environment
         self.driver = WorkflowDriver(

@@ -30,6 +30,7 @@ from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.flow.declared import DeclaredConcurrency
+from relayflow.operations.paused import PausedWorkflows
 from relayflow.ports import (
     AlarmClock,
     CheckpointLog,
@@ -201,8 +202,11 @@ def build_aws_driver(
         audit=DynamoDBAuditLog(
             settings.require("table_name"), client_factory=clients.dynamodb, clock=clock
         ),
-        workflow_pauses=DynamoDBWorkflowPauses(
-            settings.require("table_name"), client_factory=clients.dynamodb
+        # Every trigger reads its workflow's mark: through the cache, one read per workflow
+        # every 5 s per process.
+        workflow_pauses=PausedWorkflows(
+            DynamoDBWorkflowPauses(settings.require("table_name"), client_factory=clients.dynamodb),
+            clock,
         ),
     )
     deliveries = DeliveryIdClaims(

@@ -25,6 +25,8 @@ from relayflow.core.views import (
 )
 from relayflow.engine import KEEP_INPUT, Engine
 from relayflow.errors import RunNotFoundError
+from relayflow.operations.audit import window_of
+from relayflow.operations.ports import AuditPage, AuditQuery
 from relayflow.payloads import resolve
 from relayflow.ports import PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import RetryOverride
@@ -302,3 +304,16 @@ class WorkflowAdmin:
                 self._sleep(slice_s)
             waited += slice_s
             current = runs.get(current.id)
+
+    def audit_log(self, query: AuditQuery) -> AuditPage:
+        """Operator actions across runs matching ``query``, newest first; pass
+        ``next_cursor`` back as ``cursor`` for the next page.
+
+        Raises:
+            ValidationError: A bad limit or cursor.
+        """
+        if self.engine.audit is None:
+            # Nothing can have been recorded; the query is still checked as a store would.
+            window_of(query, self.engine.clock.now_ms())
+            return AuditPage(entries=[])
+        return self.engine.audit.list(query)

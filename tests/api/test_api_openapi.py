@@ -40,7 +40,7 @@ def test_it_lists_every_route(api: Api, doc: dict[str, Any]) -> None:
     listed = {(m, p) for p, ops in doc["paths"].items() for m in ops if m in _METHODS}
 
     assert listed == _routes(api)
-    assert len(listed) == 29
+    assert len(listed) == 30
 
 
 def test_every_response_declares_a_json_schema(doc: dict[str, Any]) -> None:
@@ -106,6 +106,7 @@ def test_answers_match_their_declared_schemas(api: Api, doc: dict[str, Any]) -> 
         ("POST", "/api/runs", {"workflowId": "api.fails"}),
         ("POST", "/api/runs", {"workflowId": 1}),
         ("GET", "/api/runs", None),
+        ("GET", "/api/audit", None),
         ("GET", "/api/runs/idem-api.approval-k", None),
         ("GET", "/api/runs/idem-api.approval-k/timeline", None),
         ("GET", "/api/runs/nope", None),

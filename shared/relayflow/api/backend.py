@@ -16,6 +16,7 @@ from relayflow.drivers import DeliveryResult, WorkflowDriver
 from relayflow.errors import InvalidEventError, RelayflowError, RunNotFoundError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
+from relayflow.operations.ports import AuditPage, AuditQuery
 
 
 class Triggered(NamedTuple):
@@ -185,6 +186,12 @@ class Backend:
         """Free an ended run's slot and start the queued runs that take it."""
         self.driver.check_runnable(workflow_id, environment)
         return self.admin.concurrency.release(workflow_id, run_id, key, environment=environment)
+
+    # -- audit ------------------------------------------------------------------------------
+
+    def audit_log(self, query: AuditQuery) -> AuditPage:
+        """One page of the audit log (ValidationError on a bad cursor)."""
+        return self.admin.audit_log(query)
 
     # -- events and manifests ---------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from relayflow import __version__
+from relayflow.cli.audit import add_audit_command
 from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiRequestError, api_base_url
 from relayflow.cli.commands import (
     EXIT_REFUSED,
@@ -188,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_schedule_commands(sub, common, _env_option)
     add_concurrency_commands(sub, common, _env_option)
+    add_audit_command(sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
     _add_dev_options(p)

@@ -13,6 +13,7 @@ from relayflow.adapters.memory import (
     VirtualClock,
 )
 from relayflow.adapters.memory.flow import InMemoryConcurrencySlots, InMemoryDebouncer
+from relayflow.adapters.memory.operations import InMemoryAuditLog, InMemoryWorkflowPauses
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.settings import CoreSettings
@@ -24,6 +25,8 @@ from relayflow.engine import Engine
 from relayflow.errors import HostCrashSignal, RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, Debouncer
+from relayflow.operations.paused import PausedWorkflows
+from relayflow.operations.ports import AuditLog, WorkflowPauses
 from relayflow.ports import (
     CheckpointLog,
     DispatcherResolver,
@@ -108,6 +111,10 @@ def _host_options(
     return {"options": ExecutorOptions(**fields), "checkpoints": checkpoints}
 
 
+def _cached(store: WorkflowPauses, clock: VirtualClock) -> PausedWorkflows:
+    return store if isinstance(store, PausedWorkflows) else PausedWorkflows(store, clock)
+
+
 def _memory_manifests(clock: VirtualClock) -> ManifestStore:
     from relayflow.adapters.memory.manifests import InMemoryManifestStore
 
@@ -141,6 +148,11 @@ class WorkflowTestEnv:
         slots: The concurrency slots of workflows declaring ``concurrency`` (in memory by
             default).
         debouncer: The open bursts of debounced triggers (in memory by default).
+        audit: Where operator actions are recorded across runs (in memory by default).
+        workflow_pauses: Which workflows are paused (in memory by default), read through
+            a :class:`~relayflow.operations.paused.PausedWorkflows` cache as deployed: a mark
+            written to this store directly is seen within 5 s of virtual time, one written
+            through the engine at once.
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -168,6 +180,8 @@ class WorkflowTestEnv:
         pending: PendingDeliveries | None = None,
         slots: ConcurrencySlots | None = None,
         debouncer: Debouncer | None = None,
+        audit: AuditLog | None = None,
+        workflow_pauses: WorkflowPauses | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -193,6 +207,8 @@ class WorkflowTestEnv:
             slots=slots or InMemoryConcurrencySlots(),
             concurrency_of=self._concurrency_of,
             debouncer=debouncer or InMemoryDebouncer(),
+            audit=audit or InMemoryAuditLog(self.clock),
+            workflow_pauses=_cached(workflow_pauses or InMemoryWorkflowPauses(), self.clock),
         )
         self.environment = environment
         self.driver = WorkflowDriver(

@@ -12,6 +12,7 @@ from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
 from relayflow.adapters.aws.debounces import DynamoDBDebouncer
 from relayflow.adapters.aws.deliveries import DynamoDBDeliveryLog
 from relayflow.adapters.aws.manifests import DynamoDBManifestStore
+from relayflow.adapters.aws.operations import DynamoDBAuditLog, DynamoDBWorkflowPauses
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
@@ -29,6 +30,7 @@ from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.flow.declared import DeclaredConcurrency
+from relayflow.operations.paused import PausedWorkflows
 from relayflow.ports import (
     AlarmClock,
     CheckpointLog,
@@ -196,6 +198,15 @@ def build_aws_driver(
         concurrency_of=DeclaredConcurrency(registered_concurrency, manifests, clock),
         debouncer=DynamoDBDebouncer(
             settings.require("table_name"), client_factory=clients.dynamodb
+        ),
+        audit=DynamoDBAuditLog(
+            settings.require("table_name"), client_factory=clients.dynamodb, clock=clock
+        ),
+        # Every trigger reads its workflow's mark: through the cache, one read per workflow
+        # every 5 s per process.
+        workflow_pauses=PausedWorkflows(
+            DynamoDBWorkflowPauses(settings.require("table_name"), client_factory=clients.dynamodb),
+            clock,
         ),
     )
     deliveries = DeliveryIdClaims(

@@ -1,7 +1,8 @@
-// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules" (hash routes, so
+// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules", "#/audit" (hash routes, so
 // every page is the same document and deep links work behind any gateway).
 
 import { ApiError, takeTokenFromFragment, token } from "./api.js";
+import { renderAudit } from "./audit.js";
 import { h, replace } from "./dom.js";
 import { refreshRelativeTimes } from "./format.js";
 import { renderManifests } from "./manifests.js";
@@ -87,6 +88,7 @@ export function route() {
   else if (page === "start") cleanup = renderStart(main, params, ctx);
   else if (page === "manifests") cleanup = renderManifests(main, params, ctx);
   else if (page === "schedules") cleanup = renderSchedules(main, params, ctx);
+  else if (page === "audit") cleanup = renderAudit(main, params, ctx);
   else {
     replace(main, h("div", { class: "notice" }, h("p", {}, `There is no page “${page}”.`),
       h("p", {}, h("a", { href: "#/runs" }, "Go to the runs"))));

@@ -66,8 +66,11 @@ class RunOperations(DeferredStarts):
             return transition, (taken if transition.changed else None)
 
         saved, taken = self._mutate(run_id, step, work)
-        if taken is not None:
-            self._record_action(saved, taken)
+        held = taken or next((a for a in saved.actions if a.id == action(0).id), None)
+        if held is not None:
+            # Recorded again on a repeat too (the same id and time are stored once): a
+            # process that died between the run's save and the audit record is made good.
+            self._record_action(saved, held)
         return saved, taken
 
     def _record_action(self, record: RunRecord, action: RunAction) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
+from typing import Any
 
 #: ``RELAYFLOW_FAULT_SWEEP=full`` runs every crash point and more generated inputs.
 FULL_SWEEP = os.environ.get("RELAYFLOW_FAULT_SWEEP", "").strip().lower() == "full"
@@ -92,3 +93,23 @@ def summary_lines() -> list[str]:
     lines = [f"relayflow reliability totals - {mode}"]
     lines.extend(f"  {LABELS[name]:<{width}}  {value:>7}" for name, value in figures.items())
     return lines
+
+
+def swept(calls: list[str], mode: str, services: tuple[str, ...] | None = None) -> list[int]:
+    """The 1-based call numbers a sweep kills or fails (of ``services`` when given): all of
+    them with the full sweep, else every third (the two modes on different residues)."""
+    points = [
+        n for n, call in enumerate(calls, 1) if services is None or call.split(":")[0] in services
+    ]
+    if FULL_SWEEP:
+        return points
+    return points[(0 if mode == "refused" else 1) :: 3]
+
+
+def differences(outcome: Any, expected: Any) -> list[str]:
+    """How a scenario's outcome (a dataclass) differs from the fault-free one, by field."""
+    return [
+        f"{name}: {getattr(outcome, name)!r}, expected {getattr(expected, name)!r}"
+        for name in expected.__dataclass_fields__
+        if getattr(outcome, name) != getattr(expected, name)
+    ]

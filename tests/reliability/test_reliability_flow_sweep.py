@@ -25,7 +25,7 @@ from fault_injection import (
 )
 from reliability_cluster import Cluster
 from reliability_flow import BURST, NAMES, FlowOutcome, run_flow
-from reliability_tally import FULL_SWEEP, add, crash_point, run_lost
+from reliability_tally import add, crash_point, differences, run_lost, swept
 from reliability_workflows import LEDGER, runs_beyond
 
 from relayflow.api.metrics import RUNS_REDRIVEN
@@ -43,17 +43,6 @@ class Baseline:
 def baseline(module_cluster: Cluster) -> Baseline:
     plan, outcome = module_cluster.fault_free(run_flow)
     return Baseline(calls=list(plan.calls), outcome=outcome)
-
-
-def swept(calls: list[str], mode: FaultMode, services: tuple[str, ...] | None = None) -> list[int]:
-    """The 1-based call numbers swept (of ``services`` when given): all of them, or every
-    third (the modes on different residues)."""
-    points = [
-        n for n, call in enumerate(calls, 1) if services is None or call.split(":")[0] in services
-    ]
-    if FULL_SWEEP:
-        return points
-    return points[(0 if mode == "refused" else 1) :: 3]
 
 
 def more_than_twice() -> list[str]:
@@ -75,15 +64,6 @@ def test_the_fault_free_scenario_queues_delays_and_folds_the_burst(baseline: Bas
         calls
     )
     assert len(baseline.calls) >= 60  # every phase: admission, queue, release, delay, burst
-
-
-def differences(outcome: FlowOutcome, expected: FlowOutcome) -> list[str]:
-    """How ``outcome`` differs from the fault-free one, field by field."""
-    return [
-        f"{name}: {getattr(outcome, name)!r}, expected {getattr(expected, name)!r}"
-        for name in FlowOutcome.__dataclass_fields__
-        if getattr(outcome, name) != getattr(expected, name)
-    ]
 
 
 def run_once(cluster: Cluster, plan: CrashPlan | OutagePlan) -> FlowOutcome:

@@ -124,16 +124,19 @@ export function ganttChart(entries, { start, end, finished = false, width = 900,
     group.append(svg("text", { x: 4, y: y + BAR }, svg("title", {}, row.label), label));
     for (const entry of row.entries) {
       const open = isOpen(entry);
-      const startX = x(entry.startedAt);
-      const endX = x(open ? t1 : entry.endedAt);
+      // A rerun's copied steps ran in the original, before this run started: drawn as a
+      // sliver at its start rather than off the axis.
+      const copied = !open && entry.endedAt < t0;
+      const startX = x(Math.max(entry.startedAt, t0));
+      const endX = x(open ? t1 : Math.max(entry.endedAt, t0));
       const w = entry.type === "action" ? 4 : Math.max(3, endX - startX);
       if (overran(entry)) {
         // Drawn first, under the attempt's own bar: a faint tail to when its code really ended.
         group.append(svg("rect", { class: "bar-overrun", x: endX, y: y + 5, width: Math.max(2, x(entry.abandonedEndedAt) - endX), height: BAR - 4, rx: 2 },
           svg("title", {}, describeOverrun(entry))));
       }
-      group.append(svg("rect", { class: barClass(entry, finished), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
-        svg("title", {}, describe(entry, finished))));
+      group.append(svg("rect", { class: copied ? "bar-copied" : barClass(entry, finished), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
+        svg("title", {}, describe(entry, finished) + (copied ? " — copied from the run this one reruns" : ""))));
       if (entry.type === "action") {
         group.append(svg("text", { x: startX + 6, y: y + BAR, class: "action-label" }, entry.kind));
       }
@@ -160,7 +163,7 @@ export function legend() {
     item("started", "step running"), item("wait", "wait resolved"), item("pending", "wait pending"),
     item("abandoned", "never ended (the run ended first)"),
     item("overrun", "timed out, its code ran on"), item("redriven", "failed, before a redrive"),
-    item("action", "operator action"));
+    item("action", "operator action"), item("copied", "copied by a rerun"));
 }
 
 function what(e) {

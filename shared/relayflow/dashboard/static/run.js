@@ -140,6 +140,9 @@ export function renderRun(main, runId, ctx) {
   let stopped = false;
   let pendingKey = null;
   let shownStatus = null;
+  // The journal's position, kept across follows: an action can bring an ended run back.
+  let after = 0;
+  let following = false;
   const header = h("div", {});
   const factsBox = h("div", {});
   const values = h("div", { class: "grid2" });
@@ -201,15 +204,21 @@ export function renderRun(main, runId, ctx) {
     }
     if (shownStatus !== run.status) {
       shownStatus = run.status;
-      replace(actionsBox, actionsPanel(run, refresh));
+      replace(actionsBox, actionsPanel(run, acted));
     }
     renderTimeline(timelineBox, entries, run);
     const failed = failedAttempts(entries);
     replace(failuresBox, failed ? section("Failed attempts", failed) : null);
   }
 
+  // After an operator action: show the run at once, and follow it again if it had ended.
+  function acted() {
+    refresh();
+    if (!following && !stopped) follow();
+  }
+
   async function follow() {
-    let after = 0;
+    following = true;
     while (!stopped) {
       try {
         const answer = await api(runPath(runId) + "/stream", {
@@ -221,12 +230,14 @@ export function renderRun(main, runId, ctx) {
           const box = journal.parentElement;
           if (box) box.scrollTop = box.scrollHeight;
         }
-        if ((fresh.length && after > 0) || answer.status !== shownStatus) await refresh();
+        // An ended run is read once more: its timeline may have been read before its end.
+        if ((fresh.length && after > 0) || answer.status !== shownStatus || answer.done) await refresh();
         after = answer.next;
-        if (answer.done) { liveLabel.textContent = "finished"; liveLabel.classList.remove("live"); return; }
+        if (answer.done) { liveLabel.textContent = "finished"; liveLabel.classList.remove("live"); following = false; return; }
         liveLabel.textContent = "live";
+        liveLabel.classList.add("live");
       } catch (error) {
-        if (error.name === "AbortError" || stopped) return;
+        if (error.name === "AbortError" || stopped) { following = false; return; }
         liveLabel.textContent = "reconnecting…";
         await new Promise((resolve) => setTimeout(resolve, 2000));
       }

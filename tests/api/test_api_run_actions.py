@@ -146,7 +146,7 @@ def test_redrive_gives_the_failed_step_a_fresh_budget_and_keeps_its_history(api:
 
     redriven = api.post(f"/api/runs/{run_id}/redrive", {"retry": {"max": 2, "initial": "1s"}})
 
-    assert redriven.status == 200
+    assert redriven.status == 200 and redriven.body["status"] == "completed"
     run = api.get(f"/api/runs/{run_id}").body
     assert run["status"] == "completed" and run["output"] == {"charged": "o-1"}
     assert run["redriveCount"] == 1

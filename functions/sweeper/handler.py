@@ -1,4 +1,4 @@
-"""The sweeper function: re-drives runs whose alarm was missed or whose invocation died.
+"""The sweeper function: drives again the runs whose alarm was missed or whose invocation died.
 
 Triggered by: an EventBridge Scheduler rate (every minute by default).
 IAM grants: the drive function's.

@@ -525,5 +525,5 @@ class DriveAbandoned(BaseException):
     """Raised by a dispatcher when the process that drives the run died mid-invocation.
 
     The engine stops at once without saving anything (the lease stays with the dead holder
-    until it expires); recovery re-drives from the last saved record, as the sweeper does.
+    until it expires); recovery drives it again from the last saved record, as the sweeper does.
     """

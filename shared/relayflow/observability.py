@@ -20,7 +20,7 @@ RUNS_COMPENSATED = "runs.compensated"
 STEPS_RETRIED = "steps.retried"
 #: Drives and invocations ended by a transient failure of relayflow's own AWS resources
 #: (throttling, 5xx, timeouts); each such run is driven again from its last durable point.
-RUNS_REDRIVEN = "runs.redriven"
+RUNS_DRIVEN_AGAIN = "runs.driven_again"
 #: Flow control: runs that found their concurrency key's slots taken and queued at their
 #: trigger, and queued runs started when a slot freed.
 FLOW_QUEUED = "runs.queued"
@@ -83,7 +83,7 @@ class RunMetrics:
 
     def on_interrupted(self, run_id: str, reason: str) -> None:
         """Count a run whose drive or invocation a transient failure ended."""
-        self.counters.count(RUNS_REDRIVEN)
+        self.counters.count(RUNS_DRIVEN_AGAIN)
 
 
 def _rate_waits(record: RunRecord) -> set[str]:

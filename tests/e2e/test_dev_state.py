@@ -19,7 +19,7 @@ from dev_process import ROOT, DevProcess, child_env, cli_command, start_dev
 TOKEN = "state-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Long enough to be still ahead after the restart: only its alarm can end the sleep (the
-# sweeper runs every 30 s and only re-drives runs already due).
+# sweeper runs every 30 s and only drives again runs already due).
 ORDER = {"id": "o-state", "total": 42, "items": ["book"], "coolingOff": "8s"}
 SHIPMENT = {"orderId": "o-state", "carrier": "UPS", "trackingNumber": "1Z999"}
 

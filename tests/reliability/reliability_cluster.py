@@ -119,7 +119,7 @@ class Cluster:
         self.core_settings = core_settings or CoreSettings()
         self.services = dict(services or {})
         self._observer = self._observing_driver()
-        #: What the deployment's functions counted (``runs.redriven``...), over every process.
+        #: What the deployment's functions counted (``runs.driven_again``...), over every process.
         self.metrics = RecordingMetrics()
         self.deliveries: deque[dict[str, Any]] = deque()
         self.crashes = 0

@@ -57,7 +57,7 @@ TABLE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "storage errors injected into per-step runs (all / refused / applied)",
         ("storage_faults", "storage_faults_refused", "storage_faults_applied"),
     ),
-    ("runs driven again after a transient error (`runs.redriven`)", ("runs_redriven",)),
+    ("runs driven again after a transient error (`runs.driven_again`)", ("runs_driven_again",)),
     ("requests refused for good, ending the run with a code naming it", ("storage_refusals",)),
     ("transient AWS and step-host errors injected", ("transient_faults",)),
     (

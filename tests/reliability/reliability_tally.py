@@ -30,7 +30,7 @@ LABELS: dict[str, str] = {
     "storage_faults": "storage errors injected into per-step runs (every attempt of a call)",
     "storage_faults_refused": "  of which refused (never applied)",
     "storage_faults_applied": "  of which applied (applied, then the answer lost)",
-    "runs_redriven": "runs driven again after a transient error (runs.redriven)",
+    "runs_driven_again": "runs driven again after a transient error (runs.driven_again)",
     "storage_refusals": "requests refused for good (permission, size) ending a run clearly",
     "runs_failed_transient": "runs failed by a transient storage error (must be 0)",
     "races": "concurrent races run",

@@ -28,7 +28,7 @@ from reliability_flow import BURST, NAMES, FlowOutcome, run_flow
 from reliability_tally import add, crash_point, differences, run_lost, swept
 from reliability_workflows import LEDGER, runs_beyond
 
-from relayflow.api.metrics import RUNS_REDRIVEN
+from relayflow.api.metrics import RUNS_DRIVEN_AGAIN
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def test_any_call_failing_past_its_retries_loses_no_run_and_leaves_no_slot_held(
         injected = plan.burst.injected if plan.burst is not None else 0
         add("transient_faults", injected)
         add(f"transient_faults_{mode}", injected)
-        add("runs_redriven", cluster.metrics.counts[RUNS_REDRIVEN])
+        add("runs_driven_again", cluster.metrics.counts[RUNS_DRIVEN_AGAIN])
         if not plan.fired:
             failures.append(f"{where}: the call was never failed")
             continue

@@ -31,7 +31,7 @@ from reliability_workflows import LEDGER, runs_beyond
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.payloads import S3PayloadStore
-from relayflow.api.metrics import RUNS_REDRIVEN
+from relayflow.api.metrics import RUNS_DRIVEN_AGAIN
 
 KEY = "p"
 RUN_ID = f"idem-reliability.per_step-{KEY}"
@@ -134,8 +134,8 @@ def test_a_checkpoint_write_failing_past_its_retries_ends_the_invocation_and_the
     assert outcome == baseline.outcome
     assert not once_each()
     assert cluster.failed_invocations == 0  # the host ended its invocation; nothing raised
-    assert cluster.metrics.counts[RUNS_REDRIVEN] == 1
-    add("runs_redriven", cluster.metrics.counts[RUNS_REDRIVEN])
+    assert cluster.metrics.counts[RUNS_DRIVEN_AGAIN] == 1
+    add("runs_driven_again", cluster.metrics.counts[RUNS_DRIVEN_AGAIN])
 
 
 @pytest.mark.parametrize(
@@ -186,7 +186,7 @@ def test_a_request_refused_for_good_fails_the_run_with_a_code_naming_what_was_re
     assert detail.error is not None
     assert detail.error.code == run_code
     assert named in detail.error.message
-    assert cluster.metrics.counts[RUNS_REDRIVEN] == 0
+    assert cluster.metrics.counts[RUNS_DRIVEN_AGAIN] == 0
 
 
 # ----- every storage call failing once, past its retries ------------------------------------
@@ -222,7 +222,7 @@ def test_any_storage_call_failing_past_its_retries_never_fails_or_loses_the_run(
         if not plan.fired:
             failures.append(f"{where}: the call was never failed")
             continue
-        redriven += cluster.metrics.counts[RUNS_REDRIVEN]
+        redriven += cluster.metrics.counts[RUNS_DRIVEN_AGAIN]
         if outcome != baseline.outcome:
             run_lost(mode)
             if outcome.error_code is not None:
@@ -232,7 +232,7 @@ def test_any_storage_call_failing_past_its_retries_never_fails_or_loses_the_run(
         if rerun:
             add("double_executions", len(rerun))
             failures.append(f"{where}: {'; '.join(rerun)}")
-    add("runs_redriven", redriven)
+    add("runs_driven_again", redriven)
     assert not failures, "\n".join(failures)
     assert len(points) >= len([c for c in baseline.calls if storage_call(c)]) // 3
     assert redriven > 0

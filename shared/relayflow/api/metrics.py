@@ -17,8 +17,8 @@ from relayflow.observability import (
     RUNS_CANCELLED,
     RUNS_COMPENSATED,
     RUNS_COMPLETED,
+    RUNS_DRIVEN_AGAIN,
     RUNS_FAILED,
-    RUNS_REDRIVEN,
     RUNS_TRIGGERED,
     STEPS_RETRIED,
 )
@@ -41,8 +41,8 @@ __all__ = [
     "RUNS_CANCELLED",
     "RUNS_COMPENSATED",
     "RUNS_COMPLETED",
+    "RUNS_DRIVEN_AGAIN",
     "RUNS_FAILED",
-    "RUNS_REDRIVEN",
     "RUNS_TRIGGERED",
     "STEPS_RETRIED",
     "EmfMetrics",
@@ -62,7 +62,7 @@ COUNTERS: tuple[str, ...] = (
     RUNS_CANCELLED,
     RUNS_COMPENSATED,
     STEPS_RETRIED,
-    RUNS_REDRIVEN,
+    RUNS_DRIVEN_AGAIN,
     ALARMS_FIRED,
 )
 

@@ -61,7 +61,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         "sweeper",
         "relayflow.entrypoints.sweeper.lambda_handler",
         Duration.minutes(5),
-        "relayflow sweeper: re-drives runs whose alarm was missed",
+        "relayflow sweeper: drives again the runs whose alarm was missed",
         asynchronous=True,
     ),
     FunctionSpec(

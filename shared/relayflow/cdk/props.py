@@ -140,7 +140,7 @@ class RelayflowOrchestratorProps:
         log_retention: How long function and API access logs are kept.
         sweeper_interval: How often the sweeper looks for runs whose alarm was missed or
             whose holder died (whole minutes, at least one: Scheduler's finest rate). A run
-            whose holder died is re-driven at most the lease plus this after the crash.
+            whose holder died is driven again at most the lease plus this after the crash.
         api_throttle_rate: Steady-state requests per second the API accepts.
         api_throttle_burst: Burst of requests the API accepts.
         inline_drive_budget: How long the api function drives a new run before handing off.

@@ -70,7 +70,7 @@ class RelayflowScheduling(HoldsScheduleGroup, Construct):
         scheduler.CfnSchedule(
             self,
             "SweeperSchedule",
-            description="relayflow sweeper: re-drives runs whose alarm was missed or driver died",
+            description="relayflow sweeper: drives runs whose alarm was missed or holder died",
             schedule_expression=rate_expression(interval),
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             state="ENABLED",

@@ -1,4 +1,4 @@
-"""Shared steps of the transitions: ending a run, settling waits, parking or re-driving."""
+"""Shared steps of the transitions: ending a run, settling waits, parking or driving again."""
 
 from __future__ import annotations
 

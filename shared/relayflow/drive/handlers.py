@@ -43,7 +43,7 @@ def make_sweeper_handler(
     metrics: MetricsSink | None = None,
     settings: Callable[[], Settings] = current_settings,
 ) -> Handler:
-    """The sweeper: re-drives runs whose wake time passed (a missed alarm, a dead holder),
+    """The sweeper: drives again the runs whose wake time passed (a missed alarm, a dead holder),
     within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
     sweep = _budgeted(
         factory,

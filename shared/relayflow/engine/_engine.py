@@ -355,7 +355,7 @@ class Engine(RunOperations, InvocationCycle):
         return self.runs.get(run_id)
 
     def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
-        """Re-drive runs whose wake time passed (missed alarms, dead holders); returns ids.
+        """Drive again runs whose wake time passed (missed alarms, dead holders); returns ids.
 
         A run in flight is due only once its lease has expired (its wake time is the lease's
         end), so runs being driven never crowd out a run whose alarm was lost. A run found
@@ -385,7 +385,7 @@ class Engine(RunOperations, InvocationCycle):
         return lease is not None and lease.expires_at > self.clock.now_ms()
 
     def recover(self, run_id: str) -> RunRecord | None:
-        """Re-drive a run whose holder died, from its last saved record."""
+        """Drive again a run whose holder died, from its last saved record."""
         return self.drive(run_id, take_over=True)
 
     def _run(self, work: Work, *, take_over: str | None = None, mark_leased: bool = True) -> None:

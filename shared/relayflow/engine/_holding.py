@@ -124,7 +124,7 @@ class RunHolding(EffectApplier):
 
     def _fail_unsaveable(self, stored: RunRecord, exc: RelayflowError) -> None:
         """The store refused a save for a reason no retry fixes: end the run ``failed`` from
-        its last saved state, instead of leaving it leased and re-driven after every lease
+        its last saved state, instead of leaving it leased and driven again after every lease
         expiry. The code is the storage's own when it names what was refused (a permission,
         a size limit), else ``run_save_refused``."""
         rec = working_copy(stored)

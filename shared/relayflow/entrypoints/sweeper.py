@@ -1,4 +1,4 @@
-"""Entry point of the sweeper function: an EventBridge Scheduler rate calls it to re-drive runs
+"""Entry point of the sweeper function: an EventBridge Scheduler rate calls it to drive again runs
 whose alarm was missed or whose invocation died."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ LOCAL_SETTINGS = Settings(
     dispatcher=DispatchTarget("lambda", WORKER_FUNCTION),
     region=DEFAULT_REGION,
 )
-#: How often the local sweeper re-drives runs whose alarm was missed.
+#: How often the local sweeper drives again the runs whose alarm was missed.
 SWEEP_INTERVAL_S = 30.0
 
 

@@ -48,7 +48,7 @@ def crash() -> NoReturn:
     """Kill the step host here, as if its process died (call it inside a step).
 
     The invocation ends without answering and nothing it did is saved; the run stays
-    leased by the dead driver until ``env.recover(run_id)`` re-drives it, or until that
+    leased by the dead driver until ``env.recover(run_id)`` drives it again, or until that
     driver's lease ends (``CoreSettings.lease_ms`` after it last renewed it) and
     ``env.sweep()`` finds it due.
     """
@@ -338,12 +338,12 @@ class WorkflowTestEnv:
         return self.admin.cancel_run(run_id, reason=reason, compensate=compensate)
 
     def recover(self, run_id: str) -> RunDetail:
-        """Re-drive a run whose host crashed, from its last saved record (like the sweeper)."""
+        """Drive again a run whose host crashed, from its last saved record (like the sweeper)."""
         self.engine.recover(run_id)
         return self.get_run(run_id)
 
     def sweep(self) -> list[str]:
-        """Re-drive every run whose wake time passed and whose lease is free or expired."""
+        """Drive again every run whose wake time passed and whose lease is free or expired."""
         return self.engine.sweep()
 
     # ----- events and manifests -------------------------------------------------------------

@@ -182,7 +182,7 @@ def a_dead_driver_s_run_is_re_driven_by_the_sweeper_within_the_lease(make_env: M
     env.clock.set(lease_end - 1)
     env.sweep()
     assert env.get_run(run.id).status == "running" and steps.calls[2] == 1
-    # The sweeper's next pass after the lease's end re-drives it: at worst a lease plus a
+    # The sweeper's next pass after the lease's end drives it again: at worst a lease plus a
     # sweep period after the crash, not the old 15-minute lease.
     env.clock.set(steps.crashed_at + lease_ms + SWEEP_PERIOD_MS)
     assert run.id in env.sweep()

@@ -1,4 +1,4 @@
-"""Lease renewal in memory: a dead driver's run is re-driven within a lease plus a sweep,
+"""Lease renewal in memory: a dead driver's run is driven again within a lease plus a sweep,
 a live driver keeps a run through a step longer than the lease, a stale renewal stops its
 driver, deliveries do not cost the lease, short invocations pay no renewal."""
 

@@ -40,7 +40,7 @@ def test_it_lists_every_route(api: Api, doc: dict[str, Any]) -> None:
     listed = {(m, p) for p, ops in doc["paths"].items() for m in ops if m in _METHODS}
 
     assert listed == _routes(api)
-    assert len(listed) == 30
+    assert len(listed) == 34
 
 
 def test_every_response_declares_a_json_schema(doc: dict[str, Any]) -> None:
@@ -120,7 +120,11 @@ def test_answers_match_their_declared_schemas(api: Api, doc: dict[str, Any]) -> 
             {"error": {"message": "m"}},
         ),
         ("POST", "/__voyant/tokens/approve-1", {"payload": 1}),
+        ("POST", "/api/runs/idem-api.approval-k/pause", {"reason": "r"}),
+        ("GET", "/api/runs/idem-api.approval-k/timeline", None),
+        ("POST", "/api/runs/idem-api.approval-k/resume", {}),
         ("POST", "/api/runs/idem-api.approval-k/cancel", {}),
+        ("POST", "/api/runs/idem-api.approval-k/redrive", {}),
         ("POST", "/api/manifests", manifest_body),
         ("GET", "/api/manifests/preview", None),
         ("GET", "/api/manifests/production", None),

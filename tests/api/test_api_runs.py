@@ -124,6 +124,9 @@ def test_list_filters_and_pages_with_real_cursors(api: Api, env: WorkflowTestEnv
         "startedAt",
         "completedAt",
         "valuesUnavailable",
+        "pause",
+        "redriveCount",
+        "rerunOf",
     }
 
 

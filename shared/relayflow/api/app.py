@@ -34,7 +34,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from relayflow import __version__
 from relayflow.api import idempotency
-from relayflow.api.auth import Authenticator
+from relayflow.api.auth import Authenticator, hold_caller
 from relayflow.api.context import (
     DEFAULT_INLINE_BUDGET_MS,
     MAX_BODY_BYTES,
@@ -93,6 +93,7 @@ class _RequestGate(BaseMiddlewareHandler[Any]):
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
         event = cast(APIGatewayProxyEventV2, app.current_event)
         principal = self.checks.check(event)
+        hold_caller(principal)
         replay = self.claims.claim(event, principal.name if principal is not None else None)
         if replay is not None:
             return idempotency.replay_response(replay)

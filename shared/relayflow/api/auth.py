@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -56,6 +57,22 @@ class Principal:
     def allows(self, scope: str) -> bool:
         """True when the caller holds ``scope``."""
         return self.scopes is None or scope in self.scopes
+
+
+#: The caller of the request being answered on this thread (None: not authenticated).
+_caller: ContextVar[Principal | None] = ContextVar("relayflow_request_caller", default=None)
+
+
+def hold_caller(principal: Principal | None) -> None:
+    """Record who sent the request being answered (the resolver's gate does, per request)."""
+    _caller.set(principal)
+
+
+def caller_name(default: str = "api") -> str:
+    """The name of who sent the request being answered (``default`` when nobody was
+    authenticated): what an operator action records as who asked."""
+    principal = _caller.get()
+    return principal.name if principal is not None else default
 
 
 class Authenticator(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from relayflow.admin import WorkflowAdmin
+from relayflow.api.action_models import RedriveRunRequest, RerunRunRequest
 from relayflow.api.models import TriggerRunRequest
 from relayflow.concurrency_admin import KeyState, SlotRelease
 from relayflow.core.trigger import resolve_run_id
@@ -125,9 +126,43 @@ class Backend:
             cursor=cursor,
         )
 
-    def cancel(self, run_id: str, reason: str | None, compensate: bool) -> RunDetail:
+    def cancel(
+        self, run_id: str, reason: str | None, compensate: bool, *, by: str, action_id: str
+    ) -> RunDetail:
         """Cancel a run; returns it after the cancel."""
-        return self.admin.cancel_run(run_id, reason=reason, compensate=compensate)
+        return self.admin.cancel_run(
+            run_id, reason=reason, compensate=compensate, by=by, action_id=action_id
+        )
+
+    def pause(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
+        """Pause a running or waiting run; returns it paused."""
+        return self.admin.pause_run(run_id, by=by, action_id=action_id, reason=reason)
+
+    def resume(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
+        """Resume a paused run; returns it after the resume's drive."""
+        return self.admin.resume_run(run_id, by=by, action_id=action_id, reason=reason)
+
+    def redrive(
+        self, run_id: str, request: RedriveRunRequest, *, by: str, action_id: str
+    ) -> RunDetail:
+        """Redrive a failed, cancelled or compensation_failed run from its failure point."""
+        retry = request.retry.override() if request.retry is not None else None
+        return self.admin.redrive_run(
+            run_id, by=by, action_id=action_id, reason=request.reason, retry=retry
+        )
+
+    def rerun(self, run_id: str, request: RerunRunRequest, *, by: str, action_id: str) -> RunDetail:
+        """Start a new run from a top-level step of an ended run; returns the new run."""
+        # Without ``input`` the admin keeps the original's (its default).
+        given: dict[str, Any] = {"input": request.input} if request.gives_input else {}
+        return self.admin.rerun_run(
+            run_id,
+            from_step=request.from_step,
+            by=by,
+            action_id=action_id,
+            reason=request.reason,
+            **given,
+        )
 
     def send_event(
         self,

@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from relayflow.api.action_models import PauseView, RedriveView, RerunOriginView, RunActionView
 from relayflow.api.flow_options import DebounceBody, PositiveWireDuration, WireDuration
 from relayflow.api.model_bases import (
     CompactModel,
@@ -36,6 +37,7 @@ Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
     "delayed",
     "queued",
+    "paused",
     "running",
     "waiting",
     "completed",
@@ -283,6 +285,20 @@ class RunView(ResponseModel):
         description="POST /api/runs only: the run is stored but its first drive was "
         "interrupted; do not start it again",
     )
+    actions: list[RunActionView] = Field(
+        default_factory=list, description="the operator actions applied to the run, oldest first"
+    )
+    pause: PauseView | None = Field(default=None, description="set while the run is paused")
+    redrive_count: int = Field(default=0, description="how often the run was redriven")
+    redrives: list[RedriveView] = Field(
+        default_factory=list, description="the run's redrives, oldest first (history)"
+    )
+    rerun_of: RerunOriginView | None = Field(
+        default=None, description="the run this one reruns from a step"
+    )
+    reruns: list[str] = Field(
+        default_factory=list, description="the ids of the runs that rerun this one, oldest first"
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -319,6 +335,9 @@ class RunSummaryView(ResponseModel):
         default_factory=list,
         description="values of the run the payload store no longer gives (see getRun)",
     )
+    pause: PauseView | None = Field(default=None, description="set while the run is paused")
+    redrive_count: int = 0
+    rerun_of: RerunOriginView | None = None
 
 
 class RunListView(ResponseModel):
@@ -329,22 +348,22 @@ class RunListView(ResponseModel):
 
 
 class TimelineEntryView(ResponseModel):
-    """One step attempt or one wait of a run."""
+    """One step attempt, one wait or one operator action of a run."""
 
-    type: Literal["step", "wait"]
+    type: Literal["step", "wait", "action"]
     id: str
     attempt: int | None = None
     kind: str | None = Field(
         default=None,
         description="the wait kind (DATETIME, EVENT, SIGNAL, MANUAL, RUN) of a wait; the "
         "journal kind of a step entry other than a plain step (token, condition, group, "
-        "branch, batch, ...)",
+        "branch, batch, ...); the action (pause, resume, cancel, redrive, rerun) of an action",
     )
     started_at: int
     ended_at: int | None = None
     outcome: str = Field(
-        description="ok, err, started or retrying (steps); pending, resolved, timed_out or "
-        "error (waits)"
+        description="ok, err, started or retrying (steps); pending, resolved, timed_out, "
+        "error or cancelled (waits); applied (actions)"
     )
     source: str | None = None
     error: RunErrorView | None = None
@@ -380,6 +399,21 @@ class TimelineEntryView(ResponseModel):
     )
     abandoned_outcome: Literal["returned", "raised"] | None = Field(
         default=None, description="how the timed-out code ended: returned or raised"
+    )
+    top_level: bool | None = Field(
+        default=None,
+        description="steps: a step of the body itself (not inside a group, branch or map "
+        "item); a rerun can start from it",
+    )
+    redrive: int | None = Field(
+        default=None,
+        description="steps: the redrive (1 for the first) that took this failed attempt out "
+        "of the journal; the step's attempts since start again from 1",
+    )
+    by: str | None = Field(default=None, description="actions: who asked")
+    reason: str | None = Field(default=None, description="actions: why")
+    detail: dict[str, Any] | None = Field(
+        default=None, description="actions: what the action chose or made (fromStep, rerunId...)"
     )
 
 

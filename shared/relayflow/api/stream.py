@@ -37,13 +37,17 @@ class JournalEventView(ResponseModel):
 
     seq: int = Field(description="1-based position in the run's feed; pass the last as after")
     at: int = Field(description="epoch milliseconds")
-    type: Literal["step", "wait", "stream_chunk", "status"]
-    id: str | None = Field(default=None, description="the step, wait or stream id")
+    type: Literal["step", "wait", "action", "stream_chunk", "status"]
+    id: str | None = Field(default=None, description="the step, wait, action or stream id")
     attempt: int | None = Field(default=None, description="step attempt, or stream chunk seq")
-    kind: str | None = Field(default=None, description="the wait's kind (DATETIME, EVENT, ...)")
+    kind: str | None = Field(
+        default=None,
+        description="the wait's kind (DATETIME, EVENT, ...); the action's (pause, resume, ...)",
+    )
     status: str = Field(
         description="started, ok, err or retrying (steps); pending, resolved, timed_out or "
-        "error (waits); chunk or final (streams); the run's final status (status)"
+        "error (waits); applied (actions); chunk or final (streams); the run's final status "
+        "(status)"
     )
     source: str | None = None
     error: RunErrorView | None = None
@@ -69,6 +73,10 @@ def _entry_events(entry: TimelineEntry) -> list[dict[str, Any]]:
     base: dict[str, Any] = {"type": entry.type, "id": entry.id, "attempt": entry.attempt}
     if entry.kind:
         base["kind"] = entry.kind
+    if entry.type == "action":
+        # An action happens at one instant: one event, with who asked and why.
+        data = {"by": entry.by, "reason": entry.reason, "detail": entry.detail or {}}
+        return [{**base, "at": entry.started_at, "status": entry.outcome, "data": data, "phase": 1}]
     opening = "started" if entry.type == "step" else "pending"
     events = [{**base, "at": entry.started_at, "status": opening, "phase": 0}]
     if entry.outcome != opening:

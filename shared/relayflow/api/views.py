@@ -19,6 +19,7 @@ from relayflow.api.models import (
     TimelineEntryView,
     TimelineView,
 )
+from relayflow.core.record import Redrive
 from relayflow.core.views import RunDetail, RunSummary, TimelinePage
 from relayflow.drivers import DeliveryResult
 
@@ -101,6 +102,28 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "duration_ms": detail.duration_ms,
         "durability": detail.durability,
         "values_unavailable": [_dump(item) for item in detail.values_unavailable],
+        "actions": [_dump(action) for action in detail.actions],
+        "pause": _dump(detail.pause),
+        "redrive_count": detail.redrive_count,
+        "redrives": [redrive_view(redrive) for redrive in detail.redrives],
+        "rerun_of": _dump(detail.rerun_of),
+        "reruns": list(detail.reruns),
+    }
+
+
+def redrive_view(redrive: Redrive) -> dict[str, Any]:
+    """A redrive as the API shows it: the removed steps as their attempts."""
+    steps = {
+        key: [_dump(a) for a in entry.attempts]
+        or [{"attempt": entry.attempt, "status": entry.status, "startedAt": entry.started_at}]
+        for key, entry in redrive.steps.items()
+    }
+    return {
+        "at": redrive.at,
+        "action_id": redrive.action_id,
+        "error": _dump(redrive.error),
+        "steps": steps,
+        "compensations": {k: _dump(v) for k, v in redrive.compensations.items()},
     }
 
 
@@ -131,6 +154,9 @@ def run_summary(item: RunSummary) -> RunSummaryView:
             "started_at": item.started_at,
             "completed_at": item.completed_at,
             "values_unavailable": [_dump(v) for v in item.values_unavailable],
+            "pause": _dump(item.pause),
+            "redrive_count": item.redrive_count,
+            "rerun_of": _dump(item.rerun_of),
         }
     )
 
@@ -157,6 +183,11 @@ def timeline_view(page: TimelinePage) -> TimelineView:
                 "value_unavailable": entry.value_unavailable,
                 "abandoned_ended_at": entry.abandoned_ended_at,
                 "abandoned_outcome": entry.abandoned_outcome,
+                "top_level": entry.top_level,
+                "redrive": entry.redrive,
+                "by": entry.by,
+                "reason": entry.reason,
+                "detail": entry.detail,
             }
         )
         for entry in page.entries

@@ -16,6 +16,7 @@ from relayflow.cli.commands import (
     EXIT_REFUSED,
     EXIT_USAGE,
     Console,
+    cmd_runs_action,
     cmd_runs_cancel,
     cmd_runs_get,
     cmd_runs_list,
@@ -75,6 +76,33 @@ def _wait_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     )
 
 
+def _run_action_parsers(
+    runs_sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``runs pause|resume|redrive|rerun ID``."""
+    helps = {
+        "pause": "pause a running or waiting run",
+        "resume": "resume a paused run",
+        "redrive": "continue a failed, cancelled or compensation_failed run from its failure",
+        "rerun": "start a new run from a top-level step of an ended run",
+    }
+    for action, text in helps.items():
+        p = runs_sub.add_parser(action, parents=[common], help=text)
+        p.add_argument("run_id", metavar="ID")
+        p.add_argument("--reason", help="why: recorded on the run and in the audit log")
+        p.set_defaults(handler=cmd_runs_action)
+        if action == "redrive":
+            p.add_argument(
+                "--retry-max", type=int, help="attempts of the failed step, the first included"
+            )
+            p.add_argument(
+                "--retry-initial", help="the delay before its second attempt (2s, 500ms...)"
+            )
+        if action == "rerun":
+            p.add_argument("--from-step", required=True, help="the top-level step to rerun from")
+            p.add_argument("--input", help="a new input as JSON, or @file.json (default: kept)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser of the ``relayflow`` command."""
     common = _connection_options(suppress=True)
@@ -104,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     _wait_options(p, 60.0)
     p.set_defaults(handler=cmd_trigger)
 
-    runs = sub.add_parser("runs", help="list, inspect, watch and cancel runs")
+    runs = sub.add_parser("runs", help="list, inspect, watch and operate runs")
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     p = runs_sub.add_parser("list", parents=[common], help="list runs, newest first")
     p.add_argument("--workflow", help="only runs of this workflow id")
@@ -133,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compensate", action="store_true", help="run its compensations first")
     p.add_argument("--reason", help="recorded on the run")
     p.set_defaults(handler=cmd_runs_cancel)
+    _run_action_parsers(runs_sub, common)
 
     p = sub.add_parser("send-event", parents=[common], help="emit an event")
     p.add_argument("name", help="event type")

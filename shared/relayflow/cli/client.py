@@ -250,6 +250,14 @@ class ApiClient:
             body["reason"] = reason
         return _as_dict(self.request("POST", f"/api/runs/{_seg(run_id)}/cancel", body=body))
 
+    def run_action(
+        self, run_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``POST /api/runs/{id}/{action}`` for ``pause``, ``resume``, ``redrive`` or
+        ``rerun``: the run after the action (the new run for a rerun)."""
+        path = f"/api/runs/{_seg(run_id)}/{action}"
+        return _as_dict(self.request("POST", path, body=body or {}))
+
     def send_run_event(self, run_id: str, event_type: str, payload: Any = None) -> dict[str, Any]:
         """``POST /api/runs/{id}/events``: deliver an event to one run."""
         body = {"eventType": event_type, "payload": payload}

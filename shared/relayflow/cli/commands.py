@@ -172,6 +172,34 @@ def cmd_runs_cancel(args: argparse.Namespace, con: Console) -> int:
     return EXIT_OK
 
 
+def cmd_runs_action(args: argparse.Namespace, con: Console) -> int:
+    """``relayflow runs pause|resume|redrive|rerun ID``: the action, then the run as
+    ``runs get`` prints it (the new run for a rerun)."""
+    body: dict[str, Any] = {}
+    if args.reason is not None:
+        body["reason"] = args.reason
+    if args.runs_command == "redrive":
+        initial = args.retry_initial
+        if initial is not None and initial.isdigit():
+            initial = int(initial)  # whole milliseconds, as the API takes them
+        retry = {"max": args.retry_max, "initial": initial}
+        retry = {k: v for k, v in retry.items() if v is not None}
+        if retry:
+            body["retry"] = retry
+    if args.runs_command == "rerun":
+        body["fromStep"] = args.from_step
+        if args.input is not None:
+            body["input"] = parse_json_arg(args.input, what="--input")
+    run = con.client.run_action(args.run_id, args.runs_command, body)
+    run_id = str(pick(run, "id", default=args.run_id))
+    timeline = con.client.timeline(run_id)
+    if con.json_output:
+        con.emit_json({"run": run, "timeline": timeline_entries(timeline)})
+    else:
+        con.line(run_details(run, timeline_entries(timeline)))
+    return EXIT_OK
+
+
 def cmd_send_event(args: argparse.Namespace, con: Console) -> int:
     """``relayflow send-event NAME``: to the environment's manifest, or to one run."""
     data = parse_json_arg(args.data, what="--data")

@@ -138,8 +138,18 @@ def timeline_entries(raw: Any) -> list[dict[str, Any]]:
 def entry_label(entry: Mapping[str, Any]) -> str:
     """``step charge`` / ``wait sleep:0``: the kind and name of a timeline entry."""
     kind = str(pick(entry, "type", "kind", default="step")).lower()
+    if kind == "action":
+        return f"action {pick(entry, 'kind', default='?')}"
     name = pick(entry, "stepId", "waitpointId", "id", "name", default="?")
     return f"{kind} {name}"
+
+
+def action_detail(entry: Mapping[str, Any]) -> str:
+    """``by ops: stuck on the bank`` for an action entry; the empty string for others."""
+    if entry.get("type") != "action":
+        return ""
+    reason = pick(entry, "reason")
+    return f"by {pick(entry, 'by', default='?')}" + (f": {reason}" if reason else "")
 
 
 def entry_outcome(entry: Mapping[str, Any]) -> str:
@@ -213,7 +223,14 @@ def timeline_table(entries: Sequence[Mapping[str, Any]]) -> str:
         if duration is None and start is not None and end is not None:
             duration = end - start
         attempt = pick(entry, "attempt")
-        detail = " ".join(part for part in (entry_error(entry), overrun(entry, start)) if part)
+        redrive = pick(entry, "redrive")
+        parts = (
+            action_detail(entry),
+            entry_error(entry),
+            overrun(entry, start),
+            f"(before redrive {redrive})" if redrive is not None else "",
+        )
+        detail = " ".join(part for part in parts if part)
         if not detail:
             wake = to_ms(pick(entry, "wakeAt", "deadline"))
             if wake is not None and end is None:
@@ -250,6 +267,31 @@ def describe_wait(wait: Mapping[str, Any], run_id: str = "RUN") -> str:
     return text
 
 
+def operations_lines(run: Mapping[str, Any]) -> list[str]:
+    """What operators did to the run: its pause, redrives and rerun links."""
+    lines = []
+    pause = run.get("pause")
+    if isinstance(pause, dict):
+        reason = pick(pause, "reason")
+        lines.append(
+            f"paused    since {format_time(pick(pause, 'at'))} by {pick(pause, 'by', default='?')}"
+            + (f": {reason}" if reason else "")
+        )
+    redrives = pick(run, "redriveCount", default=0)
+    if redrives:
+        lines.append(f"redriven  {redrives} time{'s' if redrives != 1 else ''}")
+    origin = run.get("rerunOf")
+    if isinstance(origin, dict):
+        lines.append(
+            f"rerun of  {pick(origin, 'runId', default='?')} "
+            f"from step {pick(origin, 'fromStep', default='?')}"
+        )
+    reruns = run.get("reruns") or []
+    if reruns:
+        lines.append(f"reruns    {', '.join(str(r) for r in reruns)}")
+    return lines
+
+
 def run_details(
     run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], *, verbose: bool = False
 ) -> str:
@@ -270,6 +312,7 @@ def run_details(
     tags = pick(run, "tags", default=[])
     if tags:
         lines.append(f"tags      {', '.join(str(t) for t in tags)}")
+    lines.extend(operations_lines(run))
     waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]
     for index, wait in enumerate(waits):
         label = "waits on" if index == 0 else ""

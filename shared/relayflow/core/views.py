@@ -20,18 +20,18 @@ from relayflow.core.record import (
     RunAction,
     RunRecord,
 )
+
+# Re-exported: the timeline's entries were built here before they had a module of their own.
+from relayflow.core.timeline import TimelineEntry as TimelineEntry
+from relayflow.core.timeline import timeline as timeline
 from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.protocol import (
-    AbandonedOutcome,
     CompensationReport,
     Durability,
-    Journal,
     RunTrigger,
     SerializedError,
-    StepAttempt,
-    StepJournalEntry,
     StreamChunk,
 )
 
@@ -44,8 +44,6 @@ TIMELINE_PAGE_VALUE_BUDGET_BYTES = 1024 * 1024
 #: Entries per timeline page when the caller does not say, and at most.
 TIMELINE_DEFAULT_LIMIT = 100
 TIMELINE_MAX_LIMIT = 1000
-#: The key of a token's creation entry holding its run-locating id (see ``sdk.tokens``).
-_RUN_TOKEN_ID_KEY = "runTokenId"
 
 
 class UnavailableValue(RecordModel):
@@ -73,48 +71,12 @@ class RunSummary(RecordModel):
     environment: str = "development"
     #: Values the payload store could not give: left out (None) of this view.
     values_unavailable: list[UnavailableValue] = Field(default_factory=list)
-
-
-class TimelineEntry(RecordModel):
-    """One step attempt or one wait of a run.
-
-    ``outcome`` is ``ok``/``err``/``started``/``retrying`` for steps and ``pending``,
-    ``resolved``, ``timed_out``, ``error`` or ``cancelled`` (the run ended first) for
-    waits. ``kind`` is the journal kind of a
-    step entry (``step``, ``token``, ``condition``, ``group``, ``branch``, ``batch``, ...) and
-    the wait kind of a wait (``DATETIME``, ``EVENT``, ``SIGNAL``, ``MANUAL``, ``RUN``).
-
-    ``name`` is the name the author gave the operation (a token's, callback's, condition's,
-    group's or event wait's ``name=``, a parallel branch's ``names=`` entry, a map item's
-    ``item_name``). ``token_id`` is the id that completes a token (the run-locating one for
-    generated ids). ``value``, ``value_size`` and ``value_truncated`` are set only when values
-    are asked for: the checkpointed value (step or group result, wait payload, batch result,
-    error data), the size of its JSON, and True when it was over
-    :data:`TIMELINE_VALUE_CAP_BYTES` and left out.
-
-    A step attempt that timed out but whose code ran on carries ``abandoned_ended_at``, when
-    that code really returned or raised, and ``abandoned_outcome`` (``returned``/``raised``),
-    once a later checkpoint or answer of the run journalled it.
-    """
-
-    type: Literal["step", "wait"]
-    id: str
-    attempt: int | None = None
-    kind: str | None = None
-    started_at: int
-    ended_at: int | None = None
-    outcome: str
-    source: str | None = None
-    error: SerializedError | None = None
-    name: str | None = None
-    token_id: str | None = None
-    value: Any = None
-    value_size: int | None = None
-    value_truncated: bool | None = None
-    #: Why the value could not be given (``payload_not_found``/``payload_corrupt``).
-    value_unavailable: str | None = None
-    abandoned_ended_at: int | None = None
-    abandoned_outcome: AbandonedOutcome | None = None
+    #: Since when, by whom and why the run is paused (set while ``paused``).
+    pause: PauseState | None = None
+    #: How often the run was redriven.
+    redrive_count: int = 0
+    #: The run this one reruns from a step, and the step.
+    rerun_of: RerunOrigin | None = None
 
 
 class TimelinePage(RecordModel):
@@ -162,14 +124,11 @@ class RunDetail(RunSummary):
     triggered_by: RunTrigger = Field(default_factory=RunTrigger)
     streams: dict[str, list[StreamChunk]] = Field(default_factory=dict)
     inbox_size: int = 0
-    #: Operator actions applied to the run, oldest first (docs/guides/operating-runs.md).
+    #: The operator actions applied to the run, oldest first.
     actions: list[RunAction] = Field(default_factory=list)
-    #: Since when, by whom and why the run is paused (while ``paused``).
-    pause: PauseState | None = None
-    redrive_count: int = 0
-    #: The failed attempts each redrive took out of the journal, oldest redrive first.
+    #: The redrives of the run, oldest first, with the failed attempts each took out.
     redrives: list[Redrive] = Field(default_factory=list)
-    rerun_of: RerunOrigin | None = None
+    #: The runs that rerun this one from a step, oldest first.
     reruns: list[str] = Field(default_factory=list)
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
@@ -199,7 +158,7 @@ class RunListPage(RecordModel):
 class JournalEvent(RecordModel):
     """Something that happened in a run, as ``stream_run`` yields it."""
 
-    type: Literal["step", "wait", "status", "stream_chunk"]
+    type: Literal["step", "wait", "action", "status", "stream_chunk"]
     run_id: str
     at: int
     id: str | None = None
@@ -223,124 +182,10 @@ def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> 
         completed_at=record.completed_at,
         tags=list(record.tags),
         environment=record.environment,
+        pause=record.pause,
+        redrive_count=record.redrive_count,
+        rerun_of=record.rerun_of,
     )
-
-
-def _local(key: str) -> tuple[str, str]:
-    """``(namespace, local id)`` of a journal key (``g/token:tok_g-0`` → ``g/``, ...)."""
-    head, slash, tail = key.rpartition("/")
-    return (head + slash, tail)
-
-
-TokenFacts = dict[str, tuple[str | None, str]]
-
-
-def _token_names(journal: Journal) -> TokenFacts:
-    """Per token wait id (``token:<id>``): the token's name and the id that completes it."""
-    found: TokenFacts = {}
-    for entry in journal.step_results.values():
-        if entry.kind != "token" or not isinstance(entry.output, dict):
-            continue
-        local = str(entry.output.get("tokenId", ""))
-        public = entry.output.get(_RUN_TOKEN_ID_KEY)
-        found[f"token:{local}"] = (entry.name, str(public) if public else local)
-    return found
-
-
-def _step_name(key: str, entry: StepJournalEntry, tokens: TokenFacts) -> str | None:
-    if entry.name is not None:
-        return entry.name
-    _, local = _local(key)
-    if local.startswith("callback:"):
-        # A wait_for_callback's submit step carries its token's name.
-        token = tokens.get(f"token:{local.removeprefix('callback:')}")
-        return token[0] if token is not None else None
-    return None
-
-
-def _step_value(entry: StepJournalEntry, attempt: int, error: SerializedError | None) -> Any:
-    if error is not None:
-        return error.data
-    if attempt == entry.attempt and entry.status == "ok":
-        return entry.output
-    return None
-
-
-def timeline(record: RunRecord, *, values: bool = False) -> list[TimelineEntry]:
-    """One entry per step attempt and per wait, in start order.
-
-    With ``values`` each entry carries its checkpointed value as the journal holds it
-    (possibly a payload pointer; :func:`cap_values` sizes and caps them).
-    """
-    entries: list[TimelineEntry] = []
-    journal = record.journal
-    tokens = _token_names(journal)
-    for step_id, step in journal.step_results.items():
-        name = _step_name(step_id, step, tokens)
-        token_id = None
-        if step.kind == "token":
-            token = tokens.get(f"token:{_token_local(step)}")
-            token_id = token[1] if token is not None else None
-        attempts: list[StepAttempt | None] = list(step.attempts) or [None]
-        for a in attempts:
-            attempt = a.attempt if a is not None else step.attempt
-            error = a.error if a is not None else step.error
-            entries.append(
-                TimelineEntry(
-                    type="step",
-                    id=step_id,
-                    attempt=attempt,
-                    kind=step.kind if step.kind != "step" else None,
-                    started_at=a.started_at if a is not None else step.started_at,
-                    ended_at=a.finished_at if a is not None else step.finished_at,
-                    outcome=a.status if a is not None else step.status,
-                    error=error,
-                    name=name,
-                    token_id=token_id,
-                    value=_step_value(step, attempt, error) if values else None,
-                    abandoned_ended_at=a.abandoned_ended_at if a is not None else None,
-                    abandoned_outcome=a.abandoned_outcome if a is not None else None,
-                )
-            )
-    for wait_id, reg in journal.waitpoints_registered.items():
-        resolution = journal.waitpoints_resolved.get(wait_id)
-        outcome = "pending"
-        ended_at = resolution.resolved_at if resolution else None
-        if resolution is None and record.is_terminal:
-            # The run ended (cancelled, failed) while it waited: the wait ended with it.
-            outcome, ended_at = "cancelled", record.completed_at
-        if resolution is not None:
-            outcome = "resolved"
-            if resolution.timed_out:
-                outcome = "timed_out"
-            elif resolution.error is not None:
-                outcome = "error"
-        token = tokens.get(wait_id) if reg.kind == "MANUAL" else None
-        value = None
-        if values and resolution is not None:
-            value = resolution.error.data if resolution.error is not None else resolution.payload
-        entries.append(
-            TimelineEntry(
-                type="wait",
-                id=wait_id,
-                kind=reg.kind,
-                started_at=reg.registered_at,
-                ended_at=ended_at,
-                outcome=outcome,
-                source=resolution.source if resolution else None,
-                error=resolution.error if resolution else None,
-                name=reg.name or (token[0] if token else None),
-                token_id=token[1] if token else None,
-                value=value,
-            )
-        )
-    far = 2**63
-    entries.sort(key=lambda e: (e.started_at, e.ended_at if e.ended_at is not None else far))
-    return entries
-
-
-def _token_local(entry: StepJournalEntry) -> str:
-    return str(entry.output.get("tokenId", "")) if isinstance(entry.output, dict) else ""
 
 
 def _json_size(value: Any) -> int:
@@ -481,10 +326,7 @@ def detail(
         inbox_size=len(record.inbox),
         status_detail=status_line(record, occupancy),
         actions=list(record.actions),
-        pause=record.pause,
-        redrive_count=record.redrive_count,
         redrives=list(record.redrives),
-        rerun_of=record.rerun_of,
         reruns=list(record.reruns),
     )
     if entries is not None:
@@ -500,10 +342,15 @@ def journal_events(
     """Every event the record implies so far, in time order (the run's status last).
 
     A step or wait event's ``data`` holds its ``kind``, ``name``, ``tokenId``, ``error`` and
-    (when ``entries`` were built with values) ``value``/``valueSize``/``valueTruncated``.
+    (when ``entries`` were built with values) ``value``/``valueSize``/``valueTruncated``; an
+    action event's holds its ``kind``, ``by``, ``reason`` and ``detail``. The attempts a
+    redrive took out of the journal are left out: they were events when they happened, and
+    the step's new attempts reuse their numbers.
     """
     events: list[JournalEvent] = []
     for entry in timeline(record) if entries is None else entries:
+        if entry.redrive is not None:
+            continue
         at = entry.ended_at if entry.ended_at is not None else entry.started_at
         data: dict[str, Any] = {}
         if entry.kind:
@@ -518,6 +365,8 @@ def journal_events(
             data["value"] = entry.value
             data["valueSize"] = entry.value_size
             data["valueTruncated"] = entry.value_truncated
+        if entry.type == "action":
+            data.update({"by": entry.by, "reason": entry.reason, "detail": entry.detail or {}})
         events.append(
             JournalEvent(
                 type=entry.type,

@@ -1,7 +1,9 @@
-"""Routes of ``/api/runs``: trigger, list, get, timeline, cancel and injections."""
+"""Routes of ``/api/runs``: trigger, list, get, timeline, operator actions (cancel, pause,
+resume, redrive, rerun) and injections."""
 
 from __future__ import annotations
 
+import secrets
 from contextlib import AbstractContextManager
 from typing import Annotated
 from urllib.parse import unquote
@@ -12,7 +14,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from relayflow.api import idempotency
 from relayflow.api import metrics as m
-from relayflow.api.auth import RUNS_READ, RUNS_WRITE
+from relayflow.api.action_models import RedriveRunRequest, RerunRunRequest, RunActionRequest
+from relayflow.api.auth import RUNS_READ, RUNS_WRITE, caller_name
 from relayflow.api.backend import Backend
 from relayflow.api.context import DEADLINE_MARGIN_MS, ApiContext
 from relayflow.api.errors import ApiError
@@ -55,6 +58,13 @@ INTERRUPTED = (
 )
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
+#: How the action routes are retry-safe (their descriptions say it).
+ACTION_KEY = (
+    " The Idempotency-Key header is the action's id: a repeat of the request gets the first "
+    "answer again (header Idempotent-Replayed: true), and an action whose id the run already "
+    "holds is not applied again (the run is answered as it is). Without the header the action "
+    "gets a random id."
+)
 TokenId = Annotated[str, Path(description="the token id")]
 
 
@@ -241,22 +251,126 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         ctx.logger.append_keys(run_id=page.run_id)
         return timeline_view(page)
 
+    def action_id() -> str:
+        """The id of the action this request asks for: its ``Idempotency-Key``, else new."""
+        return header_key() or f"act_{secrets.token_hex(12)}"
+
+    action_responses = declare(200, RunView, "the run after the action", *BODY_ERRORS, 404, 409)
+
     @router.post(
         "/api/runs/<run_id>/cancel",
         summary="Cancel a run (optionally compensating first)",
-        description="An empty body cancels without compensation.",
+        description="An empty body cancels without compensation; a paused run can be "
+        "cancelled. A run that ended answers 409 already_terminal." + ACTION_KEY,
         tags=["runs"],
         operation_id="cancelRun",
         security=_WRITE,
-        responses=declare(200, RunView, "the run after the cancel", *BODY_ERRORS, 404, 409),
+        responses=action_responses,
     )
     def cancel_run(
         run_id: RunId, body: Annotated[CancelRunRequest | None, Body()] = None
     ) -> RunView:
         request = body or CancelRunRequest()
         with scope():
-            run = observe(backend.cancel(unquote(run_id), request.reason, request.compensate))
-        return run_view(run)
+            run = backend.cancel(
+                unquote(run_id),
+                request.reason,
+                request.compensate,
+                by=caller_name(),
+                action_id=action_id(),
+            )
+        return run_view(observe(run))
+
+    @router.post(
+        "/api/runs/<run_id>/pause",
+        summary="Pause a running or waiting run",
+        description=(
+            "The run starts no new invocation until resumed: a waiting run stops at once, a "
+            "running one at its next step checkpoint. 409: already_paused, not_started "
+            "(queued or delayed), already_terminal." + ACTION_KEY
+        ),
+        tags=["runs"],
+        operation_id="pauseRun",
+        security=_WRITE,
+        responses=action_responses,
+    )
+    def pause_run(
+        run_id: RunId, body: Annotated[RunActionRequest | None, Body()] = None
+    ) -> RunView:
+        request = body or RunActionRequest()
+        with scope():
+            run = backend.pause(
+                unquote(run_id), request.reason, by=caller_name(), action_id=action_id()
+            )
+        return run_view(observe(run))
+
+    @router.post(
+        "/api/runs/<run_id>/resume",
+        summary="Resume a paused run",
+        description=(
+            "The run goes on at once from its journal, with what arrived while it was "
+            "paused. 409: not_paused, already_terminal." + ACTION_KEY
+        ),
+        tags=["runs"],
+        operation_id="resumeRun",
+        security=_WRITE,
+        responses=action_responses,
+    )
+    def resume_run(
+        run_id: RunId, body: Annotated[RunActionRequest | None, Body()] = None
+    ) -> RunView:
+        request = body or RunActionRequest()
+        with scope():
+            run = backend.resume(
+                unquote(run_id), request.reason, by=caller_name(), action_id=action_id()
+            )
+        return run_view(observe(run))
+
+    @router.post(
+        "/api/runs/<run_id>/redrive",
+        summary="Redrive a failed, cancelled or compensation_failed run",
+        description=(
+            "The same run goes on from its failure point: completed steps keep their results, "
+            "the failed step starts again from attempt 1 (with retry's policy when given). "
+            "409: not_redrivable." + ACTION_KEY
+        ),
+        tags=["runs"],
+        operation_id="redriveRun",
+        security=_WRITE,
+        responses=action_responses,
+    )
+    def redrive_run(
+        run_id: RunId, body: Annotated[RedriveRunRequest | None, Body()] = None
+    ) -> RunView:
+        request = body or RedriveRunRequest()
+        with scope():
+            run = backend.redrive(unquote(run_id), request, by=caller_name(), action_id=action_id())
+        return run_view(observe(run))
+
+    @router.post(
+        "/api/runs/<run_id>/rerun",
+        summary="Rerun an ended run from one of its top-level steps, as a new run",
+        description=(
+            "The new run copies the original's journal up to fromStep and runs that step and "
+            "everything after it anew; input replaces the run's input (left out: the "
+            "original's). Answers 201 with the new run. 400 step_not_found: fromStep is not a "
+            "top-level step of the run; 409 not_rerunnable: the run has not ended, or its "
+            "compensations ran and fromStep is not its first step." + ACTION_KEY
+        ),
+        tags=["runs"],
+        operation_id="rerunRun",
+        security=_WRITE,
+        status_code=201,
+        responses=declare(201, RunView, "the new run", *BODY_ERRORS, 404, 409),
+    )
+    def rerun_run(run_id: RunId, body: Annotated[RerunRunRequest, Body()]) -> Response[RunView]:
+        with scope():
+            run = backend.rerun(unquote(run_id), body, by=caller_name(), action_id=action_id())
+        return Response(
+            status_code=201,
+            content_type=content_types.APPLICATION_JSON,
+            body=run_view(observe(run)),
+        )
 
     def delivered(
         delivery: DeliveryResult, claim: idempotency.Claim | None = None

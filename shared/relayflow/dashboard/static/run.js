@@ -1,5 +1,6 @@
 // One run: its facts and values, the timeline as a Gantt chart, actions on its pending waits,
-// cancel (with or without compensation) and the journal, live until the run ends.
+// the operator actions (pause, resume, redrive, cancel, rerun from a step) and the journal,
+// live until the run ends.
 
 import { api, ApiError, runPath } from "./api.js";
 import { h, replace, toast } from "./dom.js";
@@ -7,6 +8,7 @@ import { formatDuration, formatTime, timeCell } from "./format.js";
 import { ganttChart, legend, timelineTable, waitKind } from "./gantt.js";
 import { errorPanel, errorSummary, failedAttempts } from "./failures.js";
 import { jsonView } from "./json.js";
+import { actionsPanel, openRerunDialog, operationFacts, rerunnable } from "./run_actions.js";
 import { statusBadge } from "./runs.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
@@ -37,7 +39,8 @@ function facts(run) {
     row("Idempotency key", run.idempotencyKey || "—"),
     row("Triggered by", trigger),
     row("Parent", run.parentRunId ? runLink(run.parentRunId) : "none"),
-    row("Children", (run.children || []).length ? h("ul", {}, run.children.map((c) => h("li", {}, runLink(c)))) : "none"));
+    row("Children", (run.children || []).length ? h("ul", {}, run.children.map((c) => h("li", {}, runLink(c)))) : "none"),
+    operationFacts(run));
 }
 
 function section(title, ...content) {
@@ -104,33 +107,11 @@ function waitActions(run, wait, refresh) {
     h("p", { class: "muted" }, kind === "child" ? "Resolves when the child run ends." : "Resolves by itself when its time comes."), child);
 }
 
-function cancelPanel(run, refresh) {
-  const reason = h("input", { id: "cancel-reason", placeholder: "optional", size: 30 });
-  const status = h("p", { class: "field-error", role: "alert" });
-  const cancel = async (compensate) => {
-    const what = compensate ? "Cancel this run and run its compensations (last in, first out)?" : "Cancel this run without compensating?";
-    if (!window.confirm(what)) return;
-    status.textContent = "";
-    try {
-      const body = { compensate };
-      if (reason.value.trim()) body.reason = reason.value.trim();
-      await api(runPath(run.id) + "/cancel", { method: "POST", body });
-      toast(compensate ? "Cancelled; compensations ran" : "Cancelled");
-      refresh();
-    } catch (error) {
-      status.textContent = error.message;
-    }
-  };
-  return section("Cancel",
-    h("div", { class: "row" }, h("label", { for: reason.id }, "Reason", reason),
-      h("button", { type: "button", class: "danger", id: "cancel-run", onclick: () => cancel(false) }, "Cancel run"),
-      h("button", { type: "button", class: "danger", id: "cancel-compensate", onclick: () => cancel(true) }, "Cancel with compensation")),
-    status);
-}
-
 function journalLine(event) {
+  const by = event.data && event.data.by ? ` by ${event.data.by}` : "";
   const what = event.type === "status" ? `run ${event.status}`
     : event.type === "stream_chunk" ? `stream ${event.id} chunk ${event.attempt}`
+    : event.type === "action" ? `${event.kind}${by}${event.data && event.data.reason ? `: ${event.data.reason}` : ""}`
     : `${event.type === "wait" ? (waitKind(event)) + " wait" : "step"} ${event.id}${event.attempt && event.type === "step" ? ` #${event.attempt}` : ""}: ${event.status}`;
   const error = event.error ? ` — ${errorSummary(event.error)}` : "";
   return h("li", { dataset: { seq: event.seq } }, h("span", { class: "muted mono" }, `${event.seq}. `),
@@ -141,12 +122,14 @@ export function renderTimeline(container, entries, run) {
   performance.mark("timeline-render-start");
   const width = Math.max(320, container.clientWidth || 900);
   const end = run.completedAt || Date.now();
+  // "Rerun from here" on each top-level step of an ended run.
+  const onRerun = entries.some((e) => rerunnable(run, e)) ? (entry) => (rerunnable(run, entry) ? () => openRerunDialog(run, entry.id) : null) : null;
   const table = h("details", { ontoggle: (event) => {
-    if (event.target.open && !event.target.dataset.built) { event.target.dataset.built = "1"; event.target.append(timelineTable(entries)); }
+    if (event.target.open && !event.target.dataset.built) { event.target.dataset.built = "1"; event.target.append(timelineTable(entries, { onRerun })); }
   } }, h("summary", {}, "The same timeline as a table"));
   replace(container, entries.length
     ? [legend(), h("div", { class: "gantt-wrap", tabindex: "0", "aria-label": "Timeline chart (scrolls)" },
-      ganttChart(entries, { start: run.startedAt, end, finished: TERMINAL.has(run.status), width })), table]
+      ganttChart(entries, { start: run.startedAt, end, finished: TERMINAL.has(run.status), width, onRerun })), table]
     : h("p", { class: "muted" }, "No steps or waits yet."));
   performance.mark("timeline-render-end");
   performance.measure("timeline-render", "timeline-render-start", "timeline-render-end");
@@ -157,11 +140,14 @@ export function renderRun(main, runId, ctx) {
   let stopped = false;
   let pendingKey = null;
   let shownStatus = null;
+  // The journal's position, kept across follows: an action can bring an ended run back.
+  let after = 0;
+  let following = false;
   const header = h("div", {});
   const factsBox = h("div", {});
   const values = h("div", { class: "grid2" });
   const waitsBox = h("div", { id: "pending-waits" });
-  const cancelBox = h("div", {});
+  const actionsBox = h("div", {});
   const timelineBox = h("div", { id: "timeline" });
   const journal = h("ul", { id: "journal-list" });
   const liveLabel = h("span", { class: "live", id: "journal-live" }, "live");
@@ -193,9 +179,9 @@ export function renderRun(main, runId, ctx) {
   }
 
   function layout() {
-    replace(main, header, section("Run", factsBox), values, compensations, waitsBox, cancelBox,
+    replace(main, header, section("Run", factsBox), values, compensations, waitsBox, actionsBox,
       section("Timeline", timelineBox), failuresBox,
-      section("Journal", h("div", { class: "row spread" }, h("span", { class: "muted" }, "Every step attempt, wait and stream chunk, in order."), liveLabel),
+      section("Journal", h("div", { class: "row spread" }, h("span", { class: "muted" }, "Every step attempt, wait, operator action and stream chunk, in order."), liveLabel),
         h("div", { class: "journal", tabindex: "0", "aria-label": "Journal" }, journal)));
   }
 
@@ -218,15 +204,21 @@ export function renderRun(main, runId, ctx) {
     }
     if (shownStatus !== run.status) {
       shownStatus = run.status;
-      replace(cancelBox, TERMINAL.has(run.status) ? null : cancelPanel(run, refresh));
+      replace(actionsBox, actionsPanel(run, acted));
     }
     renderTimeline(timelineBox, entries, run);
     const failed = failedAttempts(entries);
     replace(failuresBox, failed ? section("Failed attempts", failed) : null);
   }
 
+  // After an operator action: show the run at once, and follow it again if it had ended.
+  function acted() {
+    refresh();
+    if (!following && !stopped) follow();
+  }
+
   async function follow() {
-    let after = 0;
+    following = true;
     while (!stopped) {
       try {
         const answer = await api(runPath(runId) + "/stream", {
@@ -238,12 +230,14 @@ export function renderRun(main, runId, ctx) {
           const box = journal.parentElement;
           if (box) box.scrollTop = box.scrollHeight;
         }
-        if ((fresh.length && after > 0) || answer.status !== shownStatus) await refresh();
+        // An ended run is read once more: its timeline may have been read before its end.
+        if ((fresh.length && after > 0) || answer.status !== shownStatus || answer.done) await refresh();
         after = answer.next;
-        if (answer.done) { liveLabel.textContent = "finished"; liveLabel.classList.remove("live"); return; }
+        if (answer.done) { liveLabel.textContent = "finished"; liveLabel.classList.remove("live"); following = false; return; }
         liveLabel.textContent = "live";
+        liveLabel.classList.add("live");
       } catch (error) {
-        if (error.name === "AbortError" || stopped) return;
+        if (error.name === "AbortError" || stopped) { following = false; return; }
         liveLabel.textContent = "reconnecting…";
         await new Promise((resolve) => setTimeout(resolve, 2000));
       }

@@ -4,7 +4,7 @@ import { api, ApiError } from "./api.js";
 import { h, replace } from "./dom.js";
 import { formatDuration, timeCell } from "./format.js";
 
-export const STATUSES = ["queued", "delayed", "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"];
+export const STATUSES = ["queued", "delayed", "paused", "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"];
 const ENVIRONMENTS = ["development", "preview", "production"];
 const PAGE_SIZES = [25, 50, 100, 500];
 const REFRESH_MS = 5000;

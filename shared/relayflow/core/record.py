@@ -131,7 +131,8 @@ class RunAction(RecordModel):
 
     id: str
     kind: ActionKind
-    #: Who asked: the API token's name, ``cli``, or ``bulk:<job run id>``.
+    #: Who asked: the API token's name (the CLI and the dashboard send one), or
+    #: ``bulk:<job run id>``.
     by: str
     at: int
     reason: str | None = None

@@ -35,6 +35,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from relayflow import __version__
 from relayflow.api import idempotency
 from relayflow.api.auth import Authenticator
+from relayflow.api.caller import hold_caller
 from relayflow.api.context import (
     DEFAULT_INLINE_BUDGET_MS,
     MAX_BODY_BYTES,
@@ -45,6 +46,7 @@ from relayflow.api.error_handlers import install_error_handlers
 from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.openapi import build_document
 from relayflow.api.request_checks import RequestChecks
+from relayflow.api.routes import bulk_actions as bulk_actions_routes
 from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import concurrency as concurrency_routes
 from relayflow.api.routes import dashboard as dashboard_routes
@@ -92,6 +94,7 @@ class _RequestGate(BaseMiddlewareHandler[Any]):
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
         event = cast(APIGatewayProxyEventV2, app.current_event)
         principal = self.checks.check(event)
+        hold_caller(principal.name if principal is not None else None)
         replay = self.claims.claim(event, principal.name if principal is not None else None)
         if replay is not None:
             return idempotency.replay_response(replay)
@@ -313,6 +316,7 @@ def create_app(
         checkpoint_capabilities=checkpoint_capabilities,
     )
     app.include_router(runs_routes.build_router(ctx))
+    app.include_router(bulk_actions_routes.build_router(ctx))
     app.include_router(concurrency_routes.build_router(ctx))
     app.include_router(checkpoints_routes.build_router(ctx))
     app.include_router(tokens_routes.build_router(ctx))

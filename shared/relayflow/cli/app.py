@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from relayflow import __version__
+from relayflow.cli.bulk import add_bulk_commands
 from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiRequestError, api_base_url
 from relayflow.cli.commands import (
     EXIT_REFUSED,
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compensate", action="store_true", help="run its compensations first")
     p.add_argument("--reason", help="recorded on the run")
     p.set_defaults(handler=cmd_runs_cancel)
+    add_bulk_commands(runs_sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("send-event", parents=[common], help="emit an event")
     p.add_argument("name", help="event type")

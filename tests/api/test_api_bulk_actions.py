@@ -9,6 +9,7 @@ import pytest
 from api_harness import READER, WRITER, Api
 
 from relayflow.operations.bulk_models import BULK_WORKFLOW_ID
+from relayflow.operations.ports import AuditEntry, AuditPage, AuditQuery
 
 
 def waiting_runs(api: Api, count: int, tag: str) -> list[str]:
@@ -45,7 +46,7 @@ def test_a_job_cancels_the_matches_and_reports_its_progress(api: Api) -> None:
     assert job["status"] == "completed"
     assert (job["matched"], job["done"], job["skipped"], job["failed"]) == (5, 5, 0, 0)
     assert job["pages"] == 3
-    assert job["by"] == "admin-token"
+    assert job["by"] == "static"  # the name StaticTokenAuth gives its tokens
     assert job["completedAt"] is not None
     assert {api.env.get_run(r).status for r in runs} == {"cancelled"}
     assert {api.env.get_run(r).status for r in others} == {"waiting"}
@@ -131,3 +132,31 @@ def test_the_same_idempotency_key_never_starts_two_jobs(api: Api) -> None:
     other = api.post("/api/bulk-actions", cancel_by_tag("other"), headers=headers)
     assert (other.status, other.error) == (422, "idempotency_key_reused")
     assert len(api.env.list_runs(workflow=BULK_WORKFLOW_ID).runs) == 1
+
+
+class RecordingAudit:
+    """An audit log that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def record(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
+
+    def list(self, query: AuditQuery) -> AuditPage:
+        return AuditPage(entries=list(reversed(self.entries)))
+
+
+def test_each_job_is_recorded_once_in_the_audit_log(api: Api) -> None:
+    audit = RecordingAudit()
+    api.env.engine.audit = audit
+    body = cancel_by_tag("nightly", reason="bad input")
+    headers = {"Idempotency-Key": "audited"}
+    job_id = api.post("/api/bulk-actions", body, headers=headers).body["jobId"]
+    api.post("/api/bulk-actions", body, headers=headers)
+    api.post("/api/bulk-actions", {**body, "dryRun": True})
+    [entry] = audit.entries
+    assert (entry.id, entry.kind, entry.run_id, entry.by) == (job_id, "bulk", job_id, "static")
+    assert entry.reason == "bad input"
+    assert entry.detail["action"] == "cancel"
+    assert entry.detail["filter"]["tag"] == "nightly"

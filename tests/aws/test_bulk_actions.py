@@ -64,7 +64,8 @@ def test_a_bulk_cancel_by_tag_cancels_every_match_and_nothing_else(env: Workflow
     assert {env.get_run(r).status for r in spared} == {"waiting"}
     assert {actions_of(env, r, job.job_id) for r in doomed} == {1}
     action = next(a for a in env.get_run(doomed[0]).actions if a.id == job.job_id)
-    assert (action.kind, action.by, action.reason) == ("cancel", "ops", "bad deploy")
+    assert (action.kind, action.by, action.reason) == ("cancel", f"bulk:{job.job_id}", "bad deploy")
+    assert done.by == "ops"
 
 
 def test_a_dry_run_counts_without_changing_anything(env: WorkflowTestEnv) -> None:

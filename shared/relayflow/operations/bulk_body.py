@@ -115,8 +115,9 @@ def matches(record: RunRecord) -> bool:
 
 
 def apply_action(admin: RunOperator, job: BulkJobInput, job_id: str, run_id: str) -> None:
-    """Apply the job's action to one run, with the job's run id as the action id."""
-    by, reason, options = job.by, job.reason, job.options
+    """Apply the job's action to one run, with the job's run id as the action id and the
+    job as who asked (``bulk:<job id>``: the operator is the job's ``by``)."""
+    by, reason, options = f"bulk:{job_id}", job.reason, job.options
     if job.action == "cancel":
         admin.cancel_run(
             run_id, reason=reason, compensate=options.compensate, by=by, action_id=job_id

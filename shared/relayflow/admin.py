@@ -23,10 +23,11 @@ from relayflow.core.views import (
     timeline,
     timeline_page,
 )
-from relayflow.engine import Engine
+from relayflow.engine import KEEP_INPUT, Engine
 from relayflow.errors import RunNotFoundError
 from relayflow.payloads import resolve
 from relayflow.ports import PayloadStore, RunQuery, RunWatcher
+from relayflow.protocol import RetryOverride
 from relayflow.run_views import read_for_view, resolve_detail
 from relayflow.workflow_refs import WorkflowRef, workflow_id_of
 
@@ -161,7 +162,13 @@ class WorkflowAdmin:
         return page.model_copy(update={"values_unavailable": unavailable}) if unavailable else page
 
     def cancel_run(
-        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        compensate: bool = False,
+        by: str = "api",
+        action_id: str | None = None,
     ) -> RunDetail:
         """Cancel a run and its children; ``compensate`` runs compensations first (LIFO).
 
@@ -169,7 +176,79 @@ class WorkflowAdmin:
             RunNotFoundError: No such run.
             RunTerminalError: It already ended (code ``already_terminal``).
         """
-        return self.describe(self.engine.cancel(run_id, reason=reason, compensate=compensate))
+        cancelled = self.engine.cancel(
+            run_id, reason=reason, compensate=compensate, by=by, action_id=action_id
+        )
+        return self.describe(cancelled)
+
+    def pause_run(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunDetail:
+        """Pause a running or waiting run (docs/guides/operating-runs.md); ``action_id``
+        makes a retry act once.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It ended (``already_terminal``).
+            RunActionConflictError: ``already_paused`` or ``not_started``.
+        """
+        return self.describe(self.engine.pause(run_id, by=by, action_id=action_id, reason=reason))
+
+    def resume_run(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunDetail:
+        """Resume a paused run: it runs again at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It ended (``already_terminal``).
+            RunActionConflictError: ``not_paused``.
+        """
+        return self.describe(self.engine.resume(run_id, by=by, action_id=action_id, reason=reason))
+
+    def redrive_run(
+        self,
+        run_id: str,
+        *,
+        by: str,
+        action_id: str | None = None,
+        reason: str | None = None,
+        retry: RetryOverride | None = None,
+    ) -> RunDetail:
+        """Continue a failed, cancelled or compensation_failed run from its failure point,
+        with a fresh retry budget (``retry`` replaces the failed step's policy).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunActionConflictError: ``not_redrivable``.
+        """
+        redriven = self.engine.redrive(
+            run_id, by=by, action_id=action_id, reason=reason, retry=retry
+        )
+        return self.describe(redriven)
+
+    def rerun_run(
+        self,
+        run_id: str,
+        *,
+        from_step: str,
+        by: str,
+        action_id: str | None = None,
+        reason: str | None = None,
+        input: Any = KEEP_INPUT,
+    ) -> RunDetail:
+        """Start a new run from the ended run's top-level step ``from_step`` (the steps
+        before it are copied, not run); returns the new run. ``input`` replaces the input.
+
+        Raises:
+            RunNotFoundError: No such run.
+            StepNotFoundError: No top-level step ``from_step``.
+            RunActionConflictError: ``not_rerunnable``.
+        """
+        rerun = self.engine.rerun(
+            run_id, from_step=from_step, by=by, action_id=action_id, reason=reason, input=input
+        )
+        return self.describe(rerun)
 
     def stream_run(
         self,

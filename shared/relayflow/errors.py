@@ -233,6 +233,13 @@ class RunTerminalError(RelayflowError):
     code = "run_terminal"
 
 
+class RunPausedError(RelayflowError):
+    """The run was paused: a step host found a pause in the run's checkpoint log and ends
+    the invocation with what it did so far."""
+
+    code = "run_paused"
+
+
 class RunActionConflictError(RelayflowError):
     """An operator action does not apply to the run as it now stands (it moved on): the
     code says why (``already_paused``, ``not_paused``, ``not_started``, ``not_redrivable``,

@@ -286,15 +286,16 @@ class CheckpointChannel(WireModel):
     required: bool | None = None
 
 
-CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "claim"]
+CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "pause", "claim"]
 
 
 class CheckpointEntry(WireModel):
     """One write-once entry of a run's checkpoint log, at ``(run, seq)``.
 
     ``step`` carries the whole journal entry of ``key`` as it stands after the attempt;
-    ``fence`` (written by a new holder of the run) and ``cancel`` only take their slot, so
-    the writer that expected it stops at its next checkpoint; ``claim`` is a remote host's
+    ``fence`` (written by a new holder of the run), ``cancel`` and ``pause`` only take their
+    slot, so the writer that expected it stops at its next checkpoint (a pause ends the
+    invocation there, with everything it did in its answer); ``claim`` is a remote host's
     first entry of an invocation, so that a copy of the same request runs nothing.
     """
 

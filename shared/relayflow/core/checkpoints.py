@@ -57,8 +57,8 @@ def fold(record: RunRecord, entries: Iterable[CheckpointEntry]) -> None:
     """Apply log entries after ``record.checkpoint_seq`` to ``record`` (a working copy).
 
     Step entries replace the journal entry of their key (and apply the metadata updates made
-    inside the step), metadata and chunk entries apply once, fences and cancels only move
-    the high-water mark.
+    inside the step), metadata and chunk entries apply once, fences, cancels and pauses
+    only move the high-water mark.
     """
     for entry in entries:
         if entry.seq <= record.checkpoint_seq:
@@ -84,3 +84,8 @@ def fence_entry(seq: int) -> CheckpointEntry:
 def cancel_entry(seq: int, reason: str | None, compensate: bool) -> CheckpointEntry:
     """The entry that tells a running host, at its next checkpoint, that the run was cancelled."""
     return CheckpointEntry(seq=seq, kind="cancel", reason=reason, compensate=compensate)
+
+
+def pause_entry(seq: int, reason: str | None) -> CheckpointEntry:
+    """The entry that tells a running host, at its next checkpoint, that the run was paused."""
+    return CheckpointEntry(seq=seq, kind="pause", reason=reason or "run paused")

@@ -145,10 +145,17 @@ def buffer(record: RunRecord, item: InboxItem, limit: int) -> None:
 
 
 def take_from_inbox(
-    record: RunRecord, wait: Waitpoint, registration: WaitpointRegistration | None
+    record: RunRecord,
+    wait: Waitpoint,
+    registration: WaitpointRegistration | None,
+    *,
+    received_by: int | None = None,
 ) -> InboxItem | None:
-    """Remove and return the oldest inbox item that resolves ``wait`` (mutates ``record``)."""
+    """Remove and return the oldest inbox item that resolves ``wait`` (mutates ``record``);
+    with ``received_by``, only one received at or before that time."""
     for index, item in enumerate(record.inbox):
+        if received_by is not None and item.received_at > received_by:
+            continue
         if item_matches(wait, registration, item, buffered=True):
             del record.inbox[index]
             return item

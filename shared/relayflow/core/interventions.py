@@ -117,8 +117,9 @@ def on_alarm(record: RunRecord, now: int, settings: CoreSettings) -> Transition:
 
     An early or duplicate alarm changes nothing and re-arms the alarm at the wake time.
     """
-    if record.is_terminal or record.status in NOT_STARTED:
-        # A run not started yet is started (or expired) by the engine's flow control.
+    if record.is_terminal or record.status in NOT_STARTED or record.status == "paused":
+        # A run not started yet is started (or expired) by the engine's flow control; a
+        # paused run waits for its resume, which looks at what came due meanwhile.
         return Transition(record, (), changed=False)
     due = record.wake_at is not None and record.wake_at <= now
     if record.status == "waiting" and not due:
@@ -170,6 +171,8 @@ def cancel(
     """
     _refuse_terminal(record, "cancel", code="already_terminal")
     rec = working_copy(record)
+    # A paused run is cancelled as well: compensating runs it once more for that.
+    rec.pause = None
     if not compensate:
         error = SerializedError(category="USER_ERROR", code=code, message=reason or "run cancelled")
         effects = finish(

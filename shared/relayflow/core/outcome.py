@@ -217,6 +217,19 @@ def settle_waits(record: RunRecord, now: int, settings: CoreSettings) -> tuple[i
                 resolved += 1
             continue
         if reg is not None:
+            # An item that arrived in time wins over a deadline that passed before the wait
+            # was settled (the run was paused, or its alarm came late).
+            deadline = min(
+                (t for t in (reg.deadline, reg.heartbeat_deadline) if t is not None), default=None
+            )
+            early = None
+            if wait.kind in ("EVENT", "SIGNAL", "MANUAL") and deadline is not None:
+                early = take_from_inbox(record, wait, reg, received_by=deadline)
+            if early is not None:
+                resolve(record, wid, resolution_for(early, now, buffered=True))
+                remember(record, early.id, settings.seen_ids_limit)
+                resolved += 1
+                continue
             by_time = time_resolution(wait, reg, now)
             if by_time is not None:
                 resolve(record, wid, by_time)

@@ -146,6 +146,8 @@ class PauseState(RecordModel):
     by: str
     resume_to: ResumeTo
     reason: str | None = None
+    #: A run paused before it started: its start time (None: at once).
+    start_at: int | None = None
 
 
 class Redrive(RecordModel):

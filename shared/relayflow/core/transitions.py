@@ -11,6 +11,7 @@ import pydantic
 from relayflow.core.checkpoints import add_chunks, attempts_of
 from relayflow.core.effects import Effect, Transition
 from relayflow.core.metadata import apply_updates
+from relayflow.core.operations import keep_paused
 from relayflow.core.outcome import (
     arm,
     finish,
@@ -90,6 +91,7 @@ def build_request(
             ),
             "cancel": record.cancel_request,
             "checkpoint": channel,
+            "retryOverrides": record.retry_overrides or None,
         }
     )
 
@@ -163,8 +165,20 @@ def apply_response(
 
     A stale answer (the run ended or another invocation started since) changes nothing.
     Non-200 answers are transport failures (see :func:`dispatch_failed`); a 200 body that is
-    not a step response fails the run with ``invalid_step_response``.
+    not a step response fails the run with ``invalid_step_response``. A run paused while the
+    invocation ran stays paused (see :func:`~relayflow.core.operations.keep_paused`).
     """
+    return keep_paused(record, _apply_response(record, status_code, body, sent, now, settings))
+
+
+def _apply_response(
+    record: RunRecord,
+    status_code: int,
+    body: Any,
+    sent: SentInvocation,
+    now: int,
+    settings: CoreSettings,
+) -> Transition:
     if not _is_current(record, sent):
         return Transition(record, (), changed=False)
     if status_code != 200:
@@ -319,8 +333,22 @@ def dispatch_failed(
 
     Transient failures are retried with exponential backoff through the run's alarm, up to
     ``dispatch_max_attempts``; then (or at once for permanent ones) the run fails with
-    ``code`` (``handler_error`` by default).
+    ``code`` (``handler_error`` by default). A paused run stays paused.
     """
+    return keep_paused(
+        record, _dispatch_failed(record, sent, message, transient, now, settings, code)
+    )
+
+
+def _dispatch_failed(
+    record: RunRecord,
+    sent: SentInvocation,
+    message: str,
+    transient: bool,
+    now: int,
+    settings: CoreSettings,
+    code: str,
+) -> Transition:
     if not _is_current(record, sent):
         return Transition(record, (), changed=False)
     rec = working_copy(record)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from relayflow.core.record import ParentLink, RunRecord
+from relayflow.core.record import ParentLink, RerunOrigin, RunRecord
 from relayflow.errors import ValidationError
 from relayflow.flow.declarations import TriggerOptions
-from relayflow.protocol import ENVIRONMENTS, RunTrigger, TenantMeta
+from relayflow.protocol import ENVIRONMENTS, Journal, RunTrigger, TenantMeta
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class TriggerSpec:
             own workflow runs under its parent's concurrency slot).
         event: The triggering event's envelope, for flow-control keys that read it (not
             stored with the run).
+        rerun_of: The run (and its top-level step) this one reruns from.
+        journal: The journal the run starts with (a rerun's copy of the original's).
     """
 
     workflow_id: str
@@ -49,6 +51,8 @@ class TriggerSpec:
     flow: TriggerOptions | None = None
     parent_workflow_id: str | None = None
     event: Any = None
+    rerun_of: RerunOrigin | None = None
+    journal: Journal | None = None
 
 
 def resolve_run_id(
@@ -88,4 +92,6 @@ def new_run(spec: TriggerSpec, now: int) -> RunRecord:
         timeout_deadline=now + spec.timeout_ms if spec.timeout_ms is not None else None,
         parent=spec.parent,
         wake_at=now,
+        rerun_of=spec.rerun_of,
+        journal=spec.journal.model_copy(deep=True) if spec.journal is not None else Journal(),
     )

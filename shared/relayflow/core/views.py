@@ -11,7 +11,15 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, computed_field
 
-from relayflow.core.record import CompensationSkipped, RecordModel, RunRecord
+from relayflow.core.record import (
+    CompensationSkipped,
+    PauseState,
+    RecordModel,
+    Redrive,
+    RerunOrigin,
+    RunAction,
+    RunRecord,
+)
 from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
@@ -154,6 +162,15 @@ class RunDetail(RunSummary):
     triggered_by: RunTrigger = Field(default_factory=RunTrigger)
     streams: dict[str, list[StreamChunk]] = Field(default_factory=dict)
     inbox_size: int = 0
+    #: Operator actions applied to the run, oldest first (docs/guides/operating-runs.md).
+    actions: list[RunAction] = Field(default_factory=list)
+    #: Since when, by whom and why the run is paused (while ``paused``).
+    pause: PauseState | None = None
+    redrive_count: int = 0
+    #: The failed attempts each redrive took out of the journal, oldest redrive first.
+    redrives: list[Redrive] = Field(default_factory=list)
+    rerun_of: RerunOrigin | None = None
+    reruns: list[str] = Field(default_factory=list)
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -463,6 +480,12 @@ def detail(
         streams=dict(record.streams),
         inbox_size=len(record.inbox),
         status_detail=status_line(record, occupancy),
+        actions=list(record.actions),
+        pause=record.pause,
+        redrive_count=record.redrive_count,
+        redrives=list(record.redrives),
+        rerun_of=record.rerun_of,
+        reruns=list(record.reruns),
     )
     if entries is not None:
         view._timeline = entries

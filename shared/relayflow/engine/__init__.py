@@ -13,6 +13,6 @@ stored deliveries), ``_invocation`` (begin, dispatch, settle) and ``_engine`` (t
 points and the drive loop).
 """
 
-from relayflow.engine._engine import Engine
+from relayflow.engine._engine import KEEP_INPUT, Engine
 
-__all__ = ["Engine"]
+__all__ = ["KEEP_INPUT", "Engine"]

@@ -284,6 +284,8 @@ class EngineBase:
     def _due(self, record: RunRecord, now: int) -> bool:
         if record.dirty:
             return True
+        if record.status == "paused":
+            return False
         if record.timeout_deadline is not None and record.timeout_deadline <= now:
             return True
         if record.status == "running":

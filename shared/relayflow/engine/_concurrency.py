@@ -103,7 +103,7 @@ class ConcurrencyGate(EffectApplier):
             saved, _ = self._mutate(holder_id, replace, Work())
         except (RunNotFoundError, RunTerminalError):
             return
-        self._deliver_cancel(saved)
+        self._signal_host(saved)
 
     def _change_while(
         self,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from typing import TypeVar
 
-from relayflow.core.checkpoints import cancel_entry
+from relayflow.core.checkpoints import cancel_entry, pause_entry
 from relayflow.core.effects import (
     ArmAlarm,
     CancelChildren,
@@ -188,28 +189,32 @@ class EffectApplier(EngineBase):
             except (RunNotFoundError, RunTerminalError):
                 continue
 
-    def _deliver_cancel(self, record: RunRecord) -> None:
-        """Tell a host running the run, at its next checkpoint, that the run was cancelled.
+    def _signal_host(self, record: RunRecord) -> None:
+        """Tell a host running the run, at its next checkpoint, that the run was cancelled
+        or paused.
 
-        A cancel entry takes the next free slot of the log, so the host's next checkpoint
-        fails its condition and the host stops the body there (and compensates when asked).
-        A plain cancel ends the run at once; the entry stops the host from running steps
-        whose results nobody will keep.
+        The entry takes the next free slot of the log, so the host's next checkpoint fails
+        its condition and the host stops the body there (and compensates when asked; for a
+        pause it ends the invocation with what it did). A plain cancel ends the run at once;
+        the entry stops the host from running steps whose results nobody will keep.
         """
         if self.checkpoints is None or not record.checkpoint_open:
             return
         directive = record.cancel_request
         if directive is not None:
-            reason, compensate = directive.reason, directive.compensate
+            entry = partial(cancel_entry, reason=directive.reason, compensate=directive.compensate)
         elif record.status == "cancelled":
-            reason, compensate = (record.error.message if record.error else None), False
+            message = record.error.message if record.error else None
+            entry = partial(cancel_entry, reason=message, compensate=False)
+        elif record.status == "paused" and record.pause is not None:
+            entry = partial(pause_entry, reason=record.pause.reason)
         else:
             return
         seq = record.checkpoint_seq + 1
         for _ in range(MAX_RACES):
             seq += len(self.checkpoints.read(record.id, seq - 1))
             try:
-                self.checkpoints.append(record.id, cancel_entry(seq, reason, compensate))
+                self.checkpoints.append(record.id, entry(seq))
                 return
             except CheckpointSlotTakenError:
                 continue

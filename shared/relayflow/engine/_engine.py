@@ -12,12 +12,14 @@ from relayflow.core.deferred import deferred
 from relayflow.core.effects import Effect, Transition
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, inject, on_alarm
+from relayflow.core.operations import applied, note, pause, redrive, resume
 from relayflow.core.pending import result_in, take
-from relayflow.core.record import NOT_STARTED, RunRecord
+from relayflow.core.record import NOT_STARTED, RunAction, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.engine._base import MAX_RACES, Work
-from relayflow.engine._deferred import DeferredStarts, TrailingBurst
+from relayflow.engine._deferred import TrailingBurst
 from relayflow.engine._invocation import InvocationCycle
+from relayflow.engine._operations import RunOperations, action_at, linked_rerun
 from relayflow.errors import (
     DriveAbandoned,
     InboxFullError,
@@ -28,11 +30,16 @@ from relayflow.errors import (
     ValidationError,
 )
 from relayflow.ports import PendingDeliveries
+from relayflow.protocol import RetryOverride
 
 _log = logging.getLogger("relayflow.engine")
 
 
-class Engine(DeferredStarts, InvocationCycle):
+#: ``input`` of :meth:`Engine.rerun` that keeps the original run's input.
+KEEP_INPUT: Any = object()
+
+
+class Engine(RunOperations, InvocationCycle):
     """Applies core transitions to stored runs and carries out their effects (see
     :class:`~relayflow.engine._base.EngineBase` for its arguments)."""
 
@@ -42,7 +49,7 @@ class Engine(DeferredStarts, InvocationCycle):
         Flow control applies first (see ``_deferred`` and ``_concurrency``): a debounced
         trigger joins its burst's run; a run with ``delay`` is inserted ``delayed``; a run of
         a workflow with ``concurrency`` is inserted ``queued`` and starts here only if it
-        takes a slot.
+        takes a slot; a run of a paused workflow is inserted ``paused``.
 
         Returns:
             The run as stored after the drive and whether this call created it. A run that
@@ -69,7 +76,7 @@ class Engine(DeferredStarts, InvocationCycle):
         self._observe(None, stored)
         if stored.alarm_armed and stored.alarm_at is not None:
             self.alarms.arm(stored.id, stored.alarm_at)
-        if stored.status == "delayed":
+        if stored.status in ("delayed", "paused"):
             return stored, True
         inline = drive and not self._handing_off()
         stored = self._admit(stored, save_start=not inline)
@@ -99,7 +106,8 @@ class Engine(DeferredStarts, InvocationCycle):
                 }
             )
         record = self._limited_draft(record, spec)
-        return self._unstarted_alarm(record)
+        paused = self._paused_workflow_draft(record)
+        return paused if paused is not None else self._unstarted_alarm(record)
 
     def inject(self, run_id: str, injection: Injection) -> tuple[InjectionResult, RunRecord]:
         """Deliver an event, signal or token outcome, then drive the run if it resumed.
@@ -195,7 +203,13 @@ class Engine(DeferredStarts, InvocationCycle):
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
 
     def cancel(
-        self, run_id: str, *, reason: str | None = None, compensate: bool = False
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        compensate: bool = False,
+        by: str = "api",
+        action_id: str | None = None,
     ) -> RunRecord:
         """Cancel a run (and its attached children), optionally compensating first.
 
@@ -203,14 +217,109 @@ class Engine(DeferredStarts, InvocationCycle):
             RunNotFoundError: No such run.
             RunTerminalError: The run already ended (code ``already_terminal``).
         """
+
+        def change(rec: RunRecord, action: RunAction, now: int) -> Transition:
+            if applied(rec, action.id):
+                return Transition(rec, (), changed=False)
+            transition = cancel(rec, reason, compensate, now)
+            note(transition.record, action)
+            return transition
+
         work = Work()
-        saved, _ = self._mutate(
-            run_id, lambda rec, now: (cancel(rec, reason, compensate, now), None), work
+        saved, _ = self._act(run_id, action_at("cancel", by, action_id, reason), change, work)
+        self._signal_host(saved)
+        return self._go_on(run_id, work)
+
+    def pause(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunRecord:
+        """Pause a running or waiting run (see docs/guides/operating-runs.md).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run ended (``already_terminal``).
+            RunActionConflictError: ``already_paused`` or ``not_started``.
+        """
+        work = Work()
+        action = action_at("pause", by, action_id, reason)
+        saved, taken = self._act(run_id, action, lambda rec, act, _now: pause(rec, act), work)
+        if taken is not None:
+            self._signal_host(saved)
+        return saved
+
+    def resume(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunRecord:
+        """Resume a paused run: it runs again at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run ended (``already_terminal``).
+            RunActionConflictError: ``not_paused``.
+        """
+        work = Work()
+        self._act(run_id, action_at("resume", by, action_id, reason), resume, work)
+        return self._go_on(run_id, work)
+
+    def redrive(
+        self,
+        run_id: str,
+        *,
+        by: str,
+        action_id: str | None = None,
+        reason: str | None = None,
+        retry: RetryOverride | None = None,
+    ) -> RunRecord:
+        """Continue a failed, cancelled or compensation_failed run from its failure point.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunActionConflictError: ``not_redrivable``.
+        """
+        detail = {"retry": retry.to_wire()} if retry is not None else None
+        work = Work()
+        self._act(
+            run_id,
+            action_at("redrive", by, action_id, reason, detail),
+            lambda rec, act, now: redrive(rec, act, now, retry),
+            work,
         )
-        self._deliver_cancel(saved)
+        return self._go_on(run_id, work)
+
+    def rerun(
+        self,
+        run_id: str,
+        *,
+        from_step: str,
+        by: str,
+        action_id: str | None = None,
+        reason: str | None = None,
+        input: Any = KEEP_INPUT,
+    ) -> RunRecord:
+        """Start a new run whose journal is this ended run's up to its top-level step
+        ``from_step``; returns the new run.
+
+        Raises:
+            RunNotFoundError: No such run.
+            StepNotFoundError: No top-level step ``from_step``.
+            RunActionConflictError: ``not_rerunnable``.
+        """
+        original = self._load(run_id)
+        chosen = action_id or f"act_{secrets.token_hex(8)}"
+        new_input = original.input if input is KEEP_INPUT else input
+        spec = self._rerun_spec(original, from_step, chosen, new_input)
+        rerun, _ = self.trigger(spec)
+        action = action_at(
+            "rerun", by, chosen, reason, {"fromStep": from_step, "rerunId": rerun.id}
+        )
+        self._act(run_id, action, lambda rec, act, _now: linked_rerun(rec, act, rerun.id), Work())
+        return rerun
+
+    def _go_on(self, run_id: str, work: Work) -> RunRecord:
+        """Drive (or hand off) what an action left due, then read the run."""
         if self._handing_off():
             self._hand_off_work(work)
-            return saved
+            return self._load(run_id)
         self._run(work)
         return self._load(run_id)
 

@@ -2,8 +2,9 @@
 
 The orchestrator hands the host the next free slot of the run's log (``request.checkpoint``).
 The host writes its entries there one after the other; a slot found taken means another
-driver fenced this host off (it stops and answers nothing more) or the run was cancelled
-(the body stops as at a cancel and compensates when asked). A log that cannot be written
+driver fenced this host off (it stops and answers nothing more), the run was cancelled
+(the body stops as at a cancel and compensates when asked) or paused (the invocation ends
+with what it did). A log that cannot be written
 (a remote one whose orchestrator is unreachable) ends the invocation with what it has.
 """
 
@@ -20,6 +21,7 @@ from relayflow.errors import (
     CheckpointSlotTakenError,
     CheckpointUnavailableError,
     RequestReplayedSignal,
+    RunPausedError,
 )
 from relayflow.ports import CheckpointWriter
 from relayflow.protocol import (
@@ -49,6 +51,8 @@ class Checkpointer:
         self.closed = False
         #: A cancel found in the log (the invocation answers as cancelled).
         self.cancel: CancelDirective | None = None
+        #: A pause found in the log: the invocation ends at its next live work.
+        self.paused = False
         #: The last slot this invocation found taken (its own entries and any fence).
         self.last_seq: int | None = None
 
@@ -66,7 +70,7 @@ class Checkpointer:
         """
         # The nonce tells this claim from an identical copy's (the checkpoint route answers
         # a repeat of the very same entry as stored).
-        with contextlib.suppress(CancelledSignal):
+        with contextlib.suppress(CancelledSignal, RunPausedError):
             self._write("claim", reason=f"step request accepted ({secrets.token_hex(8)})")
 
     def step(self, key: str, entry: StepJournalEntry) -> None:
@@ -96,6 +100,9 @@ class Checkpointer:
                 if isinstance(taken, CheckpointEntry) and taken.kind == "cancel":
                     self.cancel = CancelDirective(reason=taken.reason, compensate=taken.compensate)
                     raise CancelledSignal(taken.reason or "cancelled") from None
+                if isinstance(taken, CheckpointEntry) and taken.kind == "pause":
+                    self.paused = True
+                    raise RunPausedError(taken.reason or "run paused") from None
                 if isinstance(taken, CheckpointEntry) and taken.kind == "claim":
                     raise RequestReplayedSignal(
                         f"checkpoint slot {self._next} of run {self._run_id} is claimed: "

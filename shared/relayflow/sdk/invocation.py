@@ -12,6 +12,7 @@ from relayflow.errors import (
     CancelledSignal,
     CheckpointUnavailableError,
     NonDeterminismError,
+    RunPausedError,
     SuspendSignal,
 )
 from relayflow.flow.ports import RateLimiter
@@ -189,6 +190,9 @@ class Invocation:
         except CheckpointUnavailableError:
             # What was journalled stays in the answer; the orchestrator invokes the run again.
             self.request_yield("checkpoint_unavailable")
+        except RunPausedError:
+            # The answer carries what was journalled; the run goes on when it is resumed.
+            self.request_yield("paused")
 
     def touch_prefix(self, prefix: str) -> None:
         """Count every journal key under ``prefix`` as reached (a checkpointed scope)."""
@@ -252,6 +256,8 @@ class Invocation:
             return
         if self._yielding:
             raise SuspendSignal("checkpoint")
+        if self.checkpointer is not None and self.checkpointer.paused:
+            self.request_yield("paused")
         now = self.now_ms()
         if now + self.options.deadline_margin_ms >= self.request.deadline:
             self.request_yield("deadline")

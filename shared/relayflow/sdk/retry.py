@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from relayflow.errors import FatalError, RetryableError
+from relayflow.protocol import RetryOverride
 from relayflow.sdk.determinism import generator_for
 from relayflow.sdk.durations import Duration, parse_duration
 
@@ -51,6 +52,20 @@ class RetryPolicy:
         parse_duration(self.max_delay)
         if self.retry_on is not None and not isinstance(self.retry_on, tuple):
             object.__setattr__(self, "retry_on", tuple(self.retry_on))
+
+    @classmethod
+    def from_override(cls, override: RetryOverride, coded: RetryPolicy | None) -> RetryPolicy:
+        """The policy a redrive set for a step: its numbers, the coded policy's filters
+        (``retry_on``, ``jitter``) kept."""
+        return cls(
+            max=override.max,
+            backoff=override.backoff,
+            initial=override.initial_ms,
+            max_delay=override.max_delay_ms,
+            backoff_rate=override.backoff_rate,
+            jitter=coded.jitter if coded is not None else "none",
+            retry_on=coded.retry_on if coded is not None else None,
+        )
 
     @property
     def max_attempts(self) -> int:

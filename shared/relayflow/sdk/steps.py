@@ -79,6 +79,9 @@ def run_step(
             return _finish(core, key, entry, opts)
     fn = _mocked(inv.options.step_mocks, key, step_id, fn)
     policy = opts.retry or core.retry_override
+    overrides = inv.request.retry_overrides
+    if overrides and key in overrides:
+        policy = RetryPolicy.from_override(overrides[key], policy)
     attempt = 1
     refusals = 0
     if entry is not None and entry.status == "retrying":

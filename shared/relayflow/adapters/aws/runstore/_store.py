@@ -343,6 +343,11 @@ class DynamoDBRunStore:
         header; returns the state."""
         run_id = record.id
         expires = self._expiry(record)
+        if old.terminal and expires is None and self._expire_entries:
+            # The run ended and lives again (a redrive): nothing of it may expire while it
+            # runs. Done before the header says so, so a crash in between leaves at worst
+            # the pages of an ended run without their expiry, never a live run with one.
+            self._upkeep.unstamp(run_id)
         change = diff(record, old, lambda part, data: self._offload(run_id, part, data))
         packed, fields = self._headers.document(record, old)
         # The save that ends the run stamps the expiry on the pages written before it and on

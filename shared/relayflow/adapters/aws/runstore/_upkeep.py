@@ -89,11 +89,29 @@ class RunUpkeep:
             return False
         return True
 
-    def _stamp(self, run_id: str, pk: dict[str, Any], prefix: str | None, expires: int) -> None:
+    def unstamp(self, run_id: str) -> None:
+        """Remove the TTL from every page item and delivery id of a run that ended and lives
+        again (a redrive), so that nothing of it expires while it runs.
+
+        Raises:
+            AwsServiceError: DynamoDB failed (the redrive is retried; repeating is safe).
+        """
+        try:
+            self._stamp(run_id, attributes.s(run_id), _keys.PAGE_PREFIX, None)
+            partition = attributes.s(DELIVERY_PREFIX + run_scope(run_id))
+            self._stamp(run_id, partition, None, None)
+        except Exception as exc:
+            reraise(exc, f"reviving run {run_id}")
+
+    def _stamp(
+        self, run_id: str, pk: dict[str, Any], prefix: str | None, expires: int | None
+    ) -> None:
+        """Give every item of the partition (under ``prefix``) without a TTL the TTL
+        ``expires``; with None, take the TTL off every item that has one."""
         params: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk",
-            "FilterExpression": "attribute_not_exists(#ttl)",
+            "FilterExpression": f"attribute_{'not_' if expires is not None else ''}exists(#ttl)",
             "ExpressionAttributeNames": {"#pk": tables.PK, "#ttl": tables.TTL_ATTRIBUTE},
             "ExpressionAttributeValues": {":pk": pk},
             "ConsistentRead": True,
@@ -105,8 +123,7 @@ class RunUpkeep:
         while True:
             page = self._db().query(**params)
             stamped = [
-                {"PutRequest": {"Item": {**item, tables.TTL_ATTRIBUTE: attributes.n(expires)}}}
-                for item in page.get("Items", [])
+                {"PutRequest": {"Item": _with_ttl(item, expires)}} for item in page.get("Items", [])
             ]
             self._batch(run_id, stamped)
             if "LastEvaluatedKey" not in page:
@@ -144,3 +161,9 @@ class RunUpkeep:
                     aws_code="UnprocessedItems",
                     transient=True,
                 )
+
+
+def _with_ttl(item: dict[str, Any], expires: int | None) -> dict[str, Any]:
+    if expires is None:
+        return {k: v for k, v in item.items() if k != tables.TTL_ATTRIBUTE}
+    return {**item, tables.TTL_ATTRIBUTE: attributes.n(expires)}

@@ -137,7 +137,7 @@ class WorkflowDriver:
         self._workflow_timeout = workflow_timeout
         self._shut = threading.Event()
         self.admin = WorkflowAdmin(engine=engine, payloads=payloads)
-        host_bulk_jobs(self.admin)
+        host_bulk_jobs(engine, self.admin)
         #: The schedule service (``relayflow.schedules.ScheduleService``) when schedules are
         #: hosted; registering a manifest then reconciles its schedules.
         self.schedules: Any = None

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from relayflow.admin import WorkflowAdmin
+from relayflow.engine import Engine
 from relayflow.errors import FatalError, HostCrashSignal
 from relayflow.operations.bulk import BulkJob, BulkJobs
 from relayflow.operations.bulk_host import host_bulk_jobs
@@ -81,32 +82,51 @@ def test_a_dry_run_counts_without_changing_anything(env: WorkflowTestEnv) -> Non
     assert jobs.list() == ([], None)
 
 
-class StopsTheJob:
-    """An admin that cancels the bulk job itself after ``after`` actions, as an operator
-    would while a page is in flight."""
+class ActingAdmin:
+    """An admin whose engine's actions go through ``act`` (the engine is otherwise the
+    real one): what a test watches or breaks of a job's actions."""
 
-    def __init__(self, admin: WorkflowAdmin, after: int) -> None:
-        self.admin = admin
-        self.engine = admin.engine
+    def __init__(self, admin: WorkflowAdmin, act: Any) -> None:
+        self.engine = ActingEngine(admin.engine, act)
+
+
+class ActingEngine:
+    def __init__(self, engine: Engine, act: Any) -> None:
+        self._engine = engine
+        self._act = act
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._engine, name)
+        if name in {"cancel", "redrive"}:
+            return lambda run_id, **options: self._act(found, run_id, **options)
+        return found
+
+
+class StopsTheJob:
+    """Cancels the bulk job itself after ``after`` actions, as an operator would while a
+    page is in flight."""
+
+    def __init__(self, engine: Engine, after: int) -> None:
+        self.engine = engine
         self.after = after
         self.job_id: str | None = None
         self._count = 0
         self._lock = threading.Lock()
 
-    def cancel_run(self, run_id: str, **options: Any) -> Any:
-        answer = self.admin.cancel_run(run_id, **options)
+    def __call__(self, action: Any, run_id: str, **options: Any) -> Any:
+        answer = action(run_id, **options)
         with self._lock:
             self._count += 1
             stop = self._count == self.after
         if stop and self.job_id is not None:
-            self.admin.cancel_run(self.job_id, reason="stop", by="ops")
+            self.engine.cancel(self.job_id, reason="stop", by="ops")
         return answer
 
 
 def test_a_job_cancelled_midway_stops(env: WorkflowTestEnv) -> None:
     doomed = start_waiting(env, 40, "doomed")
-    stopper = StopsTheJob(env.admin, after=3)
-    host_bulk_jobs(stopper)  # type: ignore[arg-type]
+    stopper = StopsTheJob(env.engine, after=3)
+    host_bulk_jobs(env.engine, ActingAdmin(env.admin, stopper))  # type: ignore[arg-type]
     jobs = BulkJobs(env.admin)
     job, _ = jobs.start(job_input(pageSize=10, concurrency=2))
     stopper.job_id = job.job_id
@@ -132,40 +152,31 @@ def test_a_job_cancelled_between_pages_stops(env: WorkflowTestEnv) -> None:
 
 
 class DiesAfter:
-    """An admin whose process dies after ``lives`` actions: every later call dies too."""
+    """A process that dies after ``lives`` actions: every later action dies too."""
 
-    def __init__(self, admin: WorkflowAdmin, lives: int) -> None:
-        self.admin = admin
-        self.engine = admin.engine
+    def __init__(self, lives: int) -> None:
         self.lives = lives
         self._lock = threading.Lock()
 
-    def _live(self) -> None:
+    def __call__(self, action: Any, run_id: str, **options: Any) -> Any:
         with self._lock:
             self.lives -= 1
             if self.lives < 0:
                 raise HostCrashSignal("the bulk job's process died")
-
-    def cancel_run(self, run_id: str, **options: Any) -> Any:
-        self._live()
-        return self.admin.cancel_run(run_id, **options)
-
-    def redrive_run(self, run_id: str, **options: Any) -> Any:
-        self._live()
-        return self.admin.redrive_run(run_id, **options)  # type: ignore[attr-defined]
+        return action(run_id, **options)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_job_that_dies_midway_acts_on_every_run_once(env: WorkflowTestEnv, seed: int) -> None:
     doomed = start_waiting(env, 60, "doomed")
     lives = random.Random(seed).randrange(1, 59)
-    host_bulk_jobs(DiesAfter(env.admin, lives))  # type: ignore[arg-type]
+    host_bulk_jobs(env.engine, ActingAdmin(env.admin, DiesAfter(lives)))  # type: ignore[arg-type]
     jobs = BulkJobs(env.admin)
     job, _ = jobs.start(job_input(pageSize=25, concurrency=4))
     env.advance(0)
     assert env.get_run(job.job_id).status == "running"  # held by the dead process
     assert sum(env.get_run(r).status == "cancelled" for r in doomed) == lives
-    host_bulk_jobs(env.admin)  # a new process
+    host_bulk_jobs(env.engine, env.admin)  # a new process
     env.recover(job.job_id)
     done = finish(env, jobs, job.job_id)
     assert done.status == "completed"
@@ -208,7 +219,7 @@ def test_a_bulk_redrive_of_1000_failed_runs_that_dies_midway_redrives_each_once(
     assert {env.get_run(r).status for r in failed} == {"failed"}
     outage.fixed = True
     lives = random.Random(7).randrange(100, 900)
-    host_bulk_jobs(DiesAfter(env.admin, lives))  # type: ignore[arg-type]
+    host_bulk_jobs(env.engine, ActingAdmin(env.admin, DiesAfter(lives)))  # type: ignore[arg-type]
     jobs = BulkJobs(env.admin)
     redrive = {
         "action": "redrive",
@@ -217,7 +228,7 @@ def test_a_bulk_redrive_of_1000_failed_runs_that_dies_midway_redrives_each_once(
     job, _ = jobs.start(BulkJobInput.model_validate({**redrive, "concurrency": 8}))
     env.advance(0)
     assert env.get_run(job.job_id).status == "running"  # held by the dead process
-    host_bulk_jobs(env.admin)
+    host_bulk_jobs(env.engine, env.admin)
     env.recover(job.job_id)
     done = finish(env, jobs, job.job_id)
     assert done.status == "completed"

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from relayflow.core.record import RunRecord
 from relayflow.errors import (
@@ -30,68 +30,19 @@ from relayflow.operations.bulk_models import (
     BulkReason,
     PageOutcome,
 )
-from relayflow.ports import RunQuery, RunStore
+from relayflow.ports import RunQuery
 from relayflow.sdk.registry import Workflow, WorkflowConfig, register_builtin
 from relayflow.sdk.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from relayflow.admin import WorkflowAdmin
+    from relayflow.engine import Engine
 
 #: The name under which a bulk job's host gives its body the process's admin.
 ADMIN_SERVICE = "relayflow.admin"
 #: A page that fails as a whole (the listing throttled, say) is tried again: acting on its
 #: runs again is safe, the action id skips those already done.
 PAGE_RETRY = RetryPolicy(max=5, backoff="exponential", initial="1s", max_delay="30s")
-
-
-class _Engine(Protocol):
-    runs: RunStore
-
-    def handing_off(self) -> Any: ...
-
-
-class RunOperator(Protocol):
-    """What a bulk job needs of the process's ``WorkflowAdmin``: the runs list and the
-    single-run actions, each taking the action id that makes a repeat harmless."""
-
-    @property
-    def engine(self) -> _Engine: ...
-
-    def cancel_run(
-        self,
-        run_id: str,
-        *,
-        reason: str | None = ...,
-        compensate: bool = ...,
-        by: str = ...,
-        action_id: str | None = ...,
-    ) -> Any: ...
-
-    def pause_run(
-        self, run_id: str, *, by: str, action_id: str | None = ..., reason: str | None = ...
-    ) -> Any: ...
-
-    def resume_run(
-        self, run_id: str, *, by: str, action_id: str | None = ..., reason: str | None = ...
-    ) -> Any: ...
-
-    def redrive_run(
-        self,
-        run_id: str,
-        *,
-        by: str,
-        action_id: str | None = ...,
-        reason: str | None = ...,
-        retry: Any = ...,
-    ) -> Any: ...
-
-    def rerun_run(
-        self,
-        run_id: str,
-        *,
-        from_step: str,
-        by: str,
-        action_id: str | None = ...,
-        reason: str | None = ...,
-        input: Any = ...,
-    ) -> Any: ...
 
 
 def run_query(job_filter: BulkFilter, *, limit: int, cursor: str | None) -> RunQuery:
@@ -114,23 +65,24 @@ def matches(record: RunRecord) -> bool:
     return record.workflow_id != BULK_WORKFLOW_ID
 
 
-def apply_action(admin: RunOperator, job: BulkJobInput, job_id: str, run_id: str) -> None:
+def apply_action(engine: Engine, job: BulkJobInput, job_id: str, run_id: str) -> None:
     """Apply the job's action to one run, with the job's run id as the action id and the
-    job as who asked (``bulk:<job id>``: the operator is the job's ``by``)."""
+    job as who asked (``bulk:<job id>``: the operator is the job's ``by``).
+
+    The engine's own calls, not the admin's: a job needs no view of the runs it changes.
+    """
     by, reason, options = f"bulk:{job_id}", job.reason, job.options
     if job.action == "cancel":
-        admin.cancel_run(
-            run_id, reason=reason, compensate=options.compensate, by=by, action_id=job_id
-        )
+        engine.cancel(run_id, reason=reason, compensate=options.compensate, by=by, action_id=job_id)
     elif job.action == "pause":
-        admin.pause_run(run_id, by=by, action_id=job_id, reason=reason)
+        engine.pause(run_id, by=by, action_id=job_id, reason=reason)
     elif job.action == "resume":
-        admin.resume_run(run_id, by=by, action_id=job_id, reason=reason)
+        engine.resume(run_id, by=by, action_id=job_id, reason=reason)
     elif job.action == "redrive":
-        admin.redrive_run(run_id, by=by, action_id=job_id, reason=reason, retry=options.retry)
+        engine.redrive(run_id, by=by, action_id=job_id, reason=reason, retry=options.retry)
     else:
         extra: dict[str, Any] = {} if options.keeps_input() else {"input": options.input}
-        admin.rerun_run(
+        engine.rerun(
             run_id,
             from_step=str(options.from_step),
             by=by,
@@ -152,7 +104,7 @@ def _reason(run_id: str, outcome: str, code: str, message: str) -> BulkReason:
 
 
 def act_on_run(
-    admin: RunOperator, job: BulkJobInput, job_id: str, record: RunRecord
+    engine: Engine, job: BulkJobInput, job_id: str, record: RunRecord
 ) -> BulkReason | None:
     """Act on one listed run; None when done, else why it was skipped or failed.
 
@@ -162,8 +114,8 @@ def act_on_run(
     if any(action.id == job_id for action in record.actions):
         return _reason(record.id, "skipped", "already_applied", "acted on by this job before")
     try:
-        with admin.engine.handing_off():
-            apply_action(admin, job, job_id, record.id)
+        with engine.handing_off():
+            apply_action(engine, job, job_id, record.id)
     except (RunActionConflictError, RunTerminalError) as exc:
         return _reason(record.id, "skipped", exc.code, exc.message)
     except RunNotFoundError as exc:
@@ -177,14 +129,14 @@ def act_on_run(
 
 
 def act_on_page(
-    admin: RunOperator, job: BulkJobInput, job_id: str, cursor: str | None
+    engine: Engine, job: BulkJobInput, job_id: str, cursor: str | None
 ) -> dict[str, Any]:
     """List one page of matches after ``cursor`` and act on each; the page's outcome."""
-    page = admin.engine.runs.list_runs(
+    page = engine.runs.list_runs(
         run_query(job.filter, limit=job.effective_page_size(), cursor=cursor)
     )
     chosen = [record for record in page.runs if matches(record)]
-    act: Callable[[RunRecord], BulkReason | None] = partial(act_on_run, admin, job, job_id)
+    act: Callable[[RunRecord], BulkReason | None] = partial(act_on_run, engine, job, job_id)
     if len(chosen) <= 1 or job.concurrency == 1:
         results = [act(record) for record in chosen]
     else:
@@ -212,14 +164,14 @@ def rate_pause_ms(job: BulkJobInput, acted: int) -> int:
 def run_bulk_job(input: Any, ctx: Any) -> dict[str, Any]:
     """The bulk job: page through the matches until the cursor runs out."""
     job = BulkJobInput.model_validate(input)
-    admin: RunOperator = ctx.services.resolve(ADMIN_SERVICE)
+    admin: WorkflowAdmin = ctx.services.resolve(ADMIN_SERVICE)
     progress = BulkProgress()
     cursor: str | None = None
     number = 1
     while True:
         recorded = ctx.step(
             f"page-{number}",
-            partial(act_on_page, admin, job, ctx.run.id, cursor),
+            partial(act_on_page, admin.engine, job, ctx.run.id, cursor),
             retry=PAGE_RETRY,
         )
         page = PageOutcome.model_validate(recorded)

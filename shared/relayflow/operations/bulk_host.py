@@ -16,16 +16,17 @@ from relayflow.operations.bulk_models import BULK_WORKFLOW_ID
 
 if TYPE_CHECKING:
     from relayflow.admin import WorkflowAdmin
+    from relayflow.engine import Engine
 
 
-def host_bulk_jobs(admin: WorkflowAdmin) -> None:
-    """Route the runs of ``relayflow.bulk-action`` of ``admin``'s engine to an in-process
-    host that gives their body ``admin``.
+def host_bulk_jobs(engine: Engine, admin: WorkflowAdmin) -> None:
+    """Route ``engine``'s runs of ``relayflow.bulk-action`` to an in-process host that gives
+    their body ``admin`` (whose engine the body acts through: ``engine`` itself, but for a
+    test that watches or breaks what a job does).
 
     The host writes the job's per-step checkpoints into the engine's log (the inline
     dispatcher offers it), so a crash re-runs at most the page in flight.
     """
-    engine = admin.engine
     host = InlineDispatcher(services={ADMIN_SERVICE: admin}, clock=engine.clock)
     resolver = engine.dispatchers
     engine.dispatchers = replace(

@@ -160,3 +160,35 @@ def test_each_job_is_recorded_once_in_the_audit_log(api: Api) -> None:
     assert entry.reason == "bad input"
     assert entry.detail["action"] == "cancel"
     assert entry.detail["filter"]["tag"] == "nightly"
+
+
+def test_a_bulk_pause_then_a_resume_at_a_bounded_rate(api: Api) -> None:
+    runs = waiting_runs(api, 6, "nightly")
+    api.post("/api/bulk-actions", {"action": "pause", "filter": {"tag": "nightly"}})
+    api.env.run_until_idle()
+    assert {api.env.get_run(r).status for r in runs} == {"paused"}
+    resume = {"action": "resume", "filter": {"tag": "nightly"}, "ratePerSecond": 2}
+    job_id = api.post("/api/bulk-actions", resume).body["jobId"]
+    api.env.run_until_idle()
+    job = api.get(f"/api/bulk-actions/{job_id}").body
+    assert {api.env.get_run(r).status for r in runs} == {"waiting"}
+    assert (job["status"], job["pages"], job["done"]) == ("completed", 3, 6)
+    # Two runs a second: three pages, a second's sleep after each of the first two.
+    assert job["completedAt"] - job["startedAt"] >= 2_000
+
+
+def test_a_bulk_rerun_starts_one_linked_run_per_match(api: Api) -> None:
+    originals = [
+        api.post("/api/runs", {"workflowId": "api.careful", "tags": ["again"]}).body["id"]
+        for _ in range(3)
+    ]
+    rerun = {"action": "rerun", "filter": {"tag": "again"}, "options": {"fromStep": "two"}}
+    job_id = api.post("/api/bulk-actions", rerun).body["jobId"]
+    api.env.run_until_idle()
+    job = api.get(f"/api/bulk-actions/{job_id}").body
+    assert (job["status"], job["done"]) == ("completed", 3)
+    for original in originals:
+        record = api.env.runs.get(original)
+        assert record is not None and len(record.reruns) == 1
+        copy = api.env.get_run(record.reruns[0])
+        assert copy.status == "completed"

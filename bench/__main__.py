@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Sequence
 
 from bench import (
+    bulk_actions,
     docs_page,
     fig_cost,
     fig_flow,
@@ -36,6 +37,7 @@ NAMES = (
     fig_timers.NAME,
     fig_time.NAME,
     fig_flow.NAME,
+    bulk_actions.NAME,
 )
 
 
@@ -81,6 +83,9 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
             fig_flow.flow_local.measure(quick=quick),
             fig_flow.flow_runs.measure(),
         )
+    if bulk_actions.NAME in names:
+        sizes = bulk_actions.QUICK_SIZES if quick else bulk_actions.SIZES
+        rows += bulk_actions.rows(bulk_actions.measure(sizes))
     return rows
 
 

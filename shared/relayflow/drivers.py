@@ -34,6 +34,7 @@ from relayflow.errors import (
 )
 from relayflow.flow.declarations import TriggerOptions
 from relayflow.json_values import non_json_reason
+from relayflow.operations.bulk_host import host_bulk_jobs
 from relayflow.ports import ManifestStore, PayloadStore, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
 from relayflow.token_ids import locate
@@ -136,6 +137,7 @@ class WorkflowDriver:
         self._workflow_timeout = workflow_timeout
         self._shut = threading.Event()
         self.admin = WorkflowAdmin(engine=engine, payloads=payloads)
+        host_bulk_jobs(engine, self.admin)
         #: The schedule service (``relayflow.schedules.ScheduleService``) when schedules are
         #: hosted; registering a manifest then reconciles its schedules.
         self.schedules: Any = None

@@ -11,7 +11,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import fig_cost, fig_ingest, fig_limits, fig_overhead, fig_requests, write_trace
+from bench import (
+    bulk_actions,
+    fig_cost,
+    fig_ingest,
+    fig_limits,
+    fig_overhead,
+    fig_requests,
+    write_trace,
+)
 from bench.aws_meter import IndexSpec, TableSpec, read_units, write_units
 from bench.flow_local import Ran
 from bench.table import Row, render
@@ -266,3 +274,13 @@ def test_a_release_measures_from_the_predecessors_end_and_an_overlap_fails() -> 
     overlapping = flow_local.Drain(1, (holder,), (_ran("a", 90, 200), _ran("b", 250, 300)), 2)
     assert overlapping.most_at_once == 2
     assert {row.verdict for row in fig_flow.local_rows({1: overlapping})} == {"FAIL"}
+
+
+@pytest.mark.parametrize("action", ["cancel", "redrive"])
+def test_the_bulk_figure_meters_a_small_job(action: str) -> None:
+    result = bulk_actions.measure_one(action, 12)
+    assert (result.runs, result.done) == (12, 12)
+    assert result.requests("dynamodb") >= 12
+    assert result.handed_off == (12 if action == "redrive" else 0)
+    rendered = render(bulk_actions.rows([result]))
+    assert f"bulk {action} of 12 runs" in rendered

@@ -46,6 +46,7 @@ from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.openapi import build_document
 from relayflow.api.request_checks import RequestChecks
 from relayflow.api.routes import audit as audit_routes
+from relayflow.api.routes import bulk_actions as bulk_actions_routes
 from relayflow.api.routes import checkpoints as checkpoints_routes
 from relayflow.api.routes import concurrency as concurrency_routes
 from relayflow.api.routes import dashboard as dashboard_routes
@@ -315,6 +316,7 @@ def create_app(
         checkpoint_capabilities=checkpoint_capabilities,
     )
     app.include_router(runs_routes.build_router(ctx))
+    app.include_router(bulk_actions_routes.build_router(ctx))
     app.include_router(concurrency_routes.build_router(ctx))
     app.include_router(audit_routes.build_router(ctx))
     app.include_router(checkpoints_routes.build_router(ctx))

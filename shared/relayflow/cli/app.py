@@ -11,6 +11,7 @@ from typing import TextIO
 
 from relayflow import __version__
 from relayflow.cli.audit import add_audit_command
+from relayflow.cli.bulk import add_bulk_commands
 from relayflow.cli.client import DEFAULT_URL, TOKEN_HINT, ApiClient, ApiRequestError, api_base_url
 from relayflow.cli.commands import (
     EXIT_REFUSED,
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", help="recorded on the run")
     p.set_defaults(handler=cmd_runs_cancel)
     _run_action_parsers(runs_sub, common)
+    add_bulk_commands(runs_sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("send-event", parents=[common], help="emit an event")
     p.add_argument("name", help="event type")

@@ -83,6 +83,9 @@ class Workflow(Generic[R]):
 
 
 _REGISTRY: dict[str, Workflow[Any]] = {}
+#: Workflows relayflow itself hosts (bulk jobs): found before users' ones, never listed in a
+#: manifest, kept when tests reset the registry.
+_BUILTINS: dict[str, Workflow[Any]] = {}
 
 
 @overload
@@ -191,15 +194,21 @@ def get_workflow(workflow_id: str) -> Workflow[Any]:
     Raises:
         WorkflowNotFoundError: Nothing is registered under that id.
     """
-    found = _REGISTRY.get(workflow_id)
+    found = find_workflow(workflow_id)
     if found is None:
         raise WorkflowNotFoundError(f"workflow {workflow_id!r} is not registered")
     return found
 
 
 def find_workflow(workflow_id: str) -> Workflow[Any] | None:
-    """The workflow registered under ``workflow_id``, or ``None``."""
-    return _REGISTRY.get(workflow_id)
+    """The workflow registered under ``workflow_id`` (or built in), or ``None``."""
+    return _BUILTINS.get(workflow_id) or _REGISTRY.get(workflow_id)
+
+
+def register_builtin(builtin: Workflow[Any]) -> None:
+    """Host ``builtin`` as one of relayflow's own workflows: found before any user workflow
+    of the same id, and left out of :func:`registered_workflows` (and so of manifests)."""
+    _BUILTINS[builtin.id] = builtin
 
 
 def registered_timeout_ms(workflow_id: str) -> int | None:

@@ -32,6 +32,7 @@ from relayflow.cli.init import add_init_command, run_init
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
+from relayflow.cli.workflows import add_workflow_commands
 
 Handler = Callable[[argparse.Namespace, Console], int]
 ENVIRONMENTS = ("production", "preview", "development")
@@ -221,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_schedule_commands(sub, common, _env_option)
     add_concurrency_commands(sub, common, _env_option)
     add_audit_command(sub, common, ENVIRONMENTS)
+    add_workflow_commands(sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")
     _add_dev_options(p)

@@ -32,14 +32,14 @@ export function runPath(runId) {
   return "api/runs/" + encodeURIComponent(runId);
 }
 
-export async function api(path, { method = "GET", body, query, signal } = {}) {
+export async function api(path, { method = "GET", body, query, signal, headers: extra } = {}) {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query || {})) {
     if (value === undefined || value === null || value === "") continue;
     for (const item of Array.isArray(value) ? value : [value]) params.append(key, String(item));
   }
   const url = path + (params.size ? "?" + params.toString() : "");
-  const headers = { Accept: "application/json" };
+  const headers = { Accept: "application/json", ...(extra || {}) };
   const secret = token.get();
   if (secret) headers.Authorization = `Bearer ${secret}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";

@@ -1,8 +1,10 @@
-// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules", "#/audit" (hash routes, so
+// The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules", "#/audit",
+// "#/bulk", "#/bulk/<jobId>" (hash routes, so
 // every page is the same document and deep links work behind any gateway).
 
 import { ApiError, takeTokenFromFragment, token } from "./api.js";
 import { renderAudit } from "./audit.js";
+import { renderBulkJob, renderBulkJobs } from "./bulk.js";
 import { h, replace } from "./dom.js";
 import { refreshRelativeTimes } from "./format.js";
 import { renderManifests } from "./manifests.js";
@@ -89,6 +91,8 @@ export function route() {
   else if (page === "manifests") cleanup = renderManifests(main, params, ctx);
   else if (page === "schedules") cleanup = renderSchedules(main, params, ctx);
   else if (page === "audit") cleanup = renderAudit(main, params, ctx);
+  else if (page === "bulk" && rest.length) cleanup = renderBulkJob(main, rest.join("/"), ctx);
+  else if (page === "bulk") cleanup = renderBulkJobs(main, params, ctx);
   else {
     replace(main, h("div", { class: "notice" }, h("p", {}, `There is no page “${page}”.`),
       h("p", {}, h("a", { href: "#/runs" }, "Go to the runs"))));

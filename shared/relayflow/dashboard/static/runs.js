@@ -1,8 +1,10 @@
 // The runs list: filters in the address, cursor paging, newest first, refreshed while open.
 
 import { api, ApiError } from "./api.js";
+import { openBulkDialog } from "./bulk.js";
 import { h, replace } from "./dom.js";
 import { formatDuration, timeCell } from "./format.js";
+import { workflowPausePanel } from "./workflow_pause.js";
 
 export const STATUSES = ["queued", "delayed", "paused", "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"];
 const ENVIRONMENTS = ["development", "preview", "production"];
@@ -122,7 +124,11 @@ export function renderRuns(main, params, ctx) {
   replace(main,
     h("div", { class: "row spread" }, h("h1", {}, "Runs"), h("div", { class: "row" }, live, pause,
       h("a", { href: "#/start", class: "button primary" }, "Start a run"))),
-    filterForm(params, ctx), list);
+    filterForm(params, ctx),
+    h("div", { id: "runs-operations" },
+      h("button", { type: "button", id: "bulk-open", onclick: () => openBulkDialog(params, ctx) }, "Act on all matching…"),
+      filters.workflowId ? workflowPausePanel(filters.workflowId, filters.environment || "development", controller.signal) : null),
+    list);
   document.title = "Runs · relayflow";
 
   api("api/manifests/" + (filters.environment || "development"), { signal: controller.signal })

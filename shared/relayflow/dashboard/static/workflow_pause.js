@@ -8,7 +8,7 @@ import { h, replace, toast } from "./dom.js";
 import { formatTime } from "./format.js";
 
 const ENVIRONMENTS = ["development", "preview", "production"];
-const DEFAULT_RESUME_RATE = 10;
+const DEFAULT_RESUME_RATE = 50; // the API's own default
 
 function refusal(error) {
   return error instanceof ApiError && error.code ? `${error.message} (${error.code})` : error.message;

@@ -34,7 +34,7 @@ export function errorState(error, retry) {
   if (error instanceof ApiError && error.status === 403) {
     return h("div", { class: "notice error", role: "alert" },
       h("p", {}, h("strong", {}, "This token may not do that. "), error.message),
-      h("p", {}, "Sign in with a token that has the runs:read and runs:write scopes."),
+      h("p", {}, "Sign in with a token that has the scope it names (runs:read to look, runs:write to act on a run, runs:admin for bulk actions and workflow pauses)."),
       h("button", { type: "button", onclick: signOut }, "Use another token"));
   }
   const hint = error instanceof ApiError && error.status === 0

@@ -96,6 +96,50 @@ def test_a_bulk_cancel_by_tag_counts_then_runs_to_completion(
     )
 
 
+def test_a_bulk_rerun_names_its_step_before_it_counts(
+    page: Any, stack: tuple[DevProcess, Path]
+) -> None:
+    dev, _ = stack
+    originals = []
+    for n in range(2):
+        answer = requests.post(
+            f"{dev.url}/api/runs",
+            json={"workflowId": "ops.five", "input": {"n": n}, "tags": ["bulk-rerun"]},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert answer.status_code in (200, 201), answer.text
+        originals.append(str(answer.json()["id"]))
+    for run_id in originals:
+        settled(dev, run_id, "completed")
+    open_hash(page, "#/runs?tag=bulk-rerun")
+    page.wait_for_selector("#runs-table tbody tr")
+    page.locator("#bulk-open").click()
+    page.wait_for_function(
+        "() => document.querySelector('#bulk-count').textContent === '2 runs match'"
+    )
+    assert not page.locator("#bulk-from-step").is_visible()
+    page.select_option("#bulk-action", "rerun")
+    page.wait_for_function(
+        "() => document.querySelector('#bulk-count').textContent === 'Name the step to rerun from.'"
+    )
+    assert page.locator("#bulk-start").is_disabled()
+    page.fill("#bulk-from-step", "s3")
+    page.locator("#bulk-from-step").press("Tab")
+    page.wait_for_function(
+        "() => document.querySelector('#bulk-count').textContent === '2 runs match'"
+    )
+    page.locator("#bulk-start").click()
+    page.wait_for_function(
+        "() => document.querySelector('#bulk-job-status')?.textContent === 'completed'"
+    )
+    assert page.locator("#bulk-job-action").inner_text() == "rerun"
+    assert page.locator("#bulk-job-done").inner_text() == "2"
+    for run_id in originals:
+        (rerun,) = settled(dev, run_id, "completed")["reruns"]
+        assert settled(dev, rerun, "completed")["rerunOf"]["fromStep"] == "s3"
+
+
 def test_cancel_a_running_bulk_job(page: Any, stack: tuple[DevProcess, Path]) -> None:
     dev, _ = stack
     tagged_waiting_runs(dev, "bulk-slow", 6)

@@ -3,7 +3,7 @@ and the job views."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -37,7 +37,13 @@ BulkRunStatus = Literal[
     "compensated",
     "compensation_failed",
 ]
-Instant = int | str
+Instant = Annotated[JsonInt, Field(ge=0)] | str
+
+
+#: A body's instant may also be null (left out).
+NULLABLE_INSTANT_SCHEMA: dict[str, Any] = {
+    "anyOf": [*INSTANT_SCHEMA["anyOf"], {"type": "integer", "minimum": 0}, {"type": "null"}]
+}
 
 
 class BulkFilterBody(RequestModel):
@@ -50,12 +56,12 @@ class BulkFilterBody(RequestModel):
     since: Instant | None = Field(
         default=None,
         description="runs started at or after: epoch ms or an RFC 3339 date-time",
-        json_schema_extra=INSTANT_SCHEMA,
+        json_schema_extra=NULLABLE_INSTANT_SCHEMA,
     )
     until: Instant | None = Field(
         default=None,
         description="runs started before: epoch ms or an RFC 3339 date-time",
-        json_schema_extra=INSTANT_SCHEMA,
+        json_schema_extra=NULLABLE_INSTANT_SCHEMA,
     )
 
     def to_filter(self) -> BulkFilter:
@@ -114,7 +120,7 @@ class BulkActionRequest(RequestModel):
     dry_run: bool = Field(default=False, description="count the matches, change nothing")
     concurrency: JsonInt = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     page_size: JsonInt = Field(default=DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
-    rate_per_second: float | None = Field(default=None, gt=0, le=10_000)
+    rate_per_second: float | None = Field(default=None, ge=0.01, le=10_000)
     reason: str | None = Field(default=None, max_length=1024)
     options: BulkOptionsBody | None = None
 

@@ -115,8 +115,8 @@ def window_of(query: AuditQuery, now_ms: int) -> AuditWindow:
         raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}, got {query.limit}")
     until = query.until if query.until is not None else now_ms + 1
     since = query.since if query.since is not None else max(0, until - DEFAULT_WINDOW_MS)
-    if since < 0 or until < 0:
-        raise ValidationError("since and until must not be before 1970")
+    # No action was recorded before 1970: an earlier bound is 1970 itself.
+    since, until = max(0, since), max(0, until)
     after = decode_cursor(query.cursor) if query.cursor is not None else None
     return AuditWindow(since=since, until=until, limit=query.limit, after=after)
 

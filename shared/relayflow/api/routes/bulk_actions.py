@@ -23,7 +23,7 @@ from relayflow.api.bulk_action_models import (
 )
 from relayflow.api.context import ApiContext
 from relayflow.api.errors import ApiError
-from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare
+from relayflow.api.responses import BODY_ERRORS, READ_ERRORS, declare, json_content
 from relayflow.core.cursors import RUN_CURSOR_PATTERN
 from relayflow.operations.bulk import BulkJobs
 from relayflow.operations.bulk_models import BulkJobInput
@@ -68,13 +68,13 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         operation_id="startBulkAction",
         security=_ADMIN,
         status_code=201,
-        responses=declare(
-            201,
-            BulkJobView,
-            "the job was started",
-            *BODY_ERRORS,
-            extra={200: "a dry run's count, or the job this Idempotency-Key already started"},
-        ),
+        responses={
+            **declare(201, BulkJobView, "the job was started", *BODY_ERRORS),
+            200: {
+                "description": "a dry run's count, or the job this Idempotency-Key already started",
+                "content": json_content(BulkJobView | BulkDryRunView),
+            },
+        },
     )
     def start_bulk_action(
         body: Annotated[BulkActionRequest, Body()],

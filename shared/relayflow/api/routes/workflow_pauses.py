@@ -41,7 +41,7 @@ class ResumeWorkflowRequest(RequestModel):
     reason: str | None = Field(default=None, max_length=1000)
     rate_per_second: float = Field(
         default=DEFAULT_RESUME_RATE,
-        gt=0,
+        ge=0.01,
         le=10_000,
         description="paused runs resumed per second, at most",
     )

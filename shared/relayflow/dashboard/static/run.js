@@ -230,8 +230,10 @@ export function renderRun(main, runId, ctx) {
           const box = journal.parentElement;
           if (box) box.scrollTop = box.scrollHeight;
         }
-        // An ended run is read once more: its timeline may have been read before its end.
-        if ((fresh.length && after > 0) || answer.status !== shownStatus || answer.done) await refresh();
+        // A run that ended since it was shown is read once more (its timeline may have been
+        // read before its end); one shown ended already is final and not drawn again.
+        const endedSince = answer.done && !TERMINAL.has(shownStatus);
+        if ((fresh.length && after > 0) || answer.status !== shownStatus || endedSince) await refresh();
         after = answer.next;
         if (answer.done) { liveLabel.textContent = "finished"; liveLabel.classList.remove("live"); following = false; return; }
         liveLabel.textContent = "live";

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from relayflow.api.flow_options import WireDuration
 from relayflow.api.model_bases import JsonInt, RequestModel, ResponseModel
-from relayflow.api.models import Environment
+from relayflow.api.models import Environment, RunStatus
 from relayflow.api.query import INSTANT_SCHEMA, parse_instant
 from relayflow.operations.bulk import BulkJob
 from relayflow.operations.bulk_models import (
@@ -25,18 +25,6 @@ from relayflow.operations.bulk_models import (
 from relayflow.protocol import RetryOverride
 from relayflow.sdk.durations import parse_duration
 
-BulkRunStatus = Literal[
-    "delayed",
-    "queued",
-    "paused",
-    "running",
-    "waiting",
-    "completed",
-    "failed",
-    "cancelled",
-    "compensated",
-    "compensation_failed",
-]
 Instant = Annotated[JsonInt, Field(ge=0)] | str
 
 
@@ -51,7 +39,7 @@ class BulkFilterBody(RequestModel):
 
     environment: Environment | None = None
     workflow_id: str | None = Field(default=None, min_length=1, max_length=256)
-    statuses: list[BulkRunStatus] = Field(default_factory=list, max_length=10)
+    statuses: list[RunStatus] = Field(default_factory=list, max_length=10)
     tag: str | None = Field(default=None, min_length=1, max_length=256)
     since: Instant | None = Field(
         default=None,

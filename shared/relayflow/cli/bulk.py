@@ -7,26 +7,16 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 from urllib.parse import quote
 
 from relayflow.cli.commands import EXIT_OK, EXIT_REFUSED, Console
 from relayflow.cli.render import table
 from relayflow.cli.values import UsageError, parse_json_arg
+from relayflow.core.record import RunStatus
 
 ACTIONS = ("cancel", "pause", "resume", "redrive", "rerun")
-STATUSES = (
-    "delayed",
-    "queued",
-    "paused",
-    "running",
-    "waiting",
-    "completed",
-    "failed",
-    "cancelled",
-    "compensated",
-    "compensation_failed",
-)
+STATUSES: tuple[str, ...] = get_args(RunStatus)
 #: A job run in one of these has ended: ``--follow`` stops.
 _ENDED = {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
 _PATH = "/api/bulk-actions"

@@ -240,6 +240,12 @@ class Settings:
     dispatch_backoff_max_ms: int = setting(
         "RELAYFLOW_DISPATCH_BACKOFF_MAX", 60_000, duration_ms, "Cap of that delay"
     )
+    version_retry_max_ms: int = setting(
+        "RELAYFLOW_VERSION_RETRY_MAX",
+        900_000,
+        duration_ms,
+        "Longest delay between tries of a run waiting for the code version it is pinned to",
+    )
     inline_payload_cap: int = setting(
         "RELAYFLOW_INLINE_PAYLOAD_CAP",
         32 * 1024,
@@ -358,6 +364,7 @@ class Settings:
             dispatch_max_attempts=self.dispatch_max_attempts,
             dispatch_backoff_initial_ms=self.dispatch_backoff_ms,
             dispatch_backoff_max_ms=self.dispatch_backoff_max_ms,
+            version_retry_max_ms=self.version_retry_max_ms,
             invocation_timeout_ms=self.invocation_timeout_ms,
             lease_ms=self.lease_ms,
             lease_grace_ms=self.lease_grace_ms,

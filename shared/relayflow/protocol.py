@@ -24,6 +24,9 @@ NO_DEADLINE = 9007199254740991
 REQUEST_REPLAYED = "request_replayed"
 #: The code a run fails with when it must be durable per step and its host cannot be.
 DURABILITY_UNAVAILABLE = "durability_unavailable"
+#: A step host answers 409 with this code when the run is pinned to a code version it is not
+#: (see :class:`CodeVersion`): the run waits for that version and tries again on an alarm.
+VERSION_UNAVAILABLE = "version_unavailable"
 
 Environment = Literal["production", "preview", "development"]
 ENVIRONMENTS: tuple[str, ...] = ("production", "preview", "development")
@@ -309,6 +312,25 @@ class CheckpointEntry(WireModel):
     compensate: bool = False
 
 
+#: How a workflow's runs meet new code: ``pinned`` runs keep the code version that answered
+#: their first invocation; ``upgrade`` runs move to the current code at their next invocation.
+Versioning = Literal["pinned", "upgrade"]
+VERSIONING_MODES: tuple[str, ...] = ("pinned", "upgrade")
+
+
+class CodeVersion(WireModel):
+    """The code a run's body ran on (a relayflow extension of requests and answers).
+
+    ``build`` identifies the workflow code itself, the same in every process that loaded the
+    same code; ``function`` is the qualified Lambda function that ran it (``name:7``), by
+    which a dispatcher reaches that code again (``name:$LATEST`` when it was invoked
+    unqualified, which pins nothing).
+    """
+
+    build: str = Field(min_length=1)
+    function: str | None = None
+
+
 class RetryOverride(WireModel):
     """A step retry policy set from outside the code (a redrive's ``retry``): it replaces the
     policy the body gives the step, for the steps of ``StepRequest.retry_overrides``."""
@@ -339,6 +361,10 @@ class StepRequest(WireModel):
     #: relayflow extension: retry policies that replace the body's for these journal keys
     #: (set by a redrive); reference hosts ignore it.
     retry_overrides: dict[str, RetryOverride] | None = None
+    #: relayflow extension: the code version the run is pinned to. A dispatcher reaches it
+    #: (a Lambda qualifier); a host on another build answers ``version_unavailable`` unless
+    #: the workflow is declared ``versioning="upgrade"``. None: any code may answer.
+    code_version: CodeVersion | None = None
 
 
 class Waitpoint(WireModel):
@@ -414,6 +440,9 @@ class _ResponseBase(WireModel):
     #: relayflow extension: how this invocation's steps were made durable. Reference hosts
     #: send none: they are durable per invocation.
     durability: Durability | None = None
+    #: relayflow extension: the code that answered, and how its workflow meets new code.
+    code_version: CodeVersion | None = None
+    versioning: Versioning | None = None
 
 
 class CompletedResponse(_ResponseBase):

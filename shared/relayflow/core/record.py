@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from relayflow.protocol import (
     CancelDirective,
+    CodeVersion,
     CompensationReport,
     Durability,
     Journal,
@@ -22,6 +23,7 @@ from relayflow.protocol import (
     StepJournalEntry,
     StreamChunk,
     TenantMeta,
+    Versioning,
     Waitpoint,
 )
 
@@ -100,6 +102,20 @@ class DispatchRetry(RecordModel):
     failures: int = 0
     next_attempt_at: int | None = None
     last_error: str | None = None
+
+
+class VersionWait(RecordModel):
+    """Why and since when a run waits for the code version it is pinned to.
+
+    The host that answered is another build and the workflow keeps its runs on the code they
+    started with (``versioning="pinned"``): the run tries again on its alarm, each time later
+    (at most ``version_retry_max_ms`` apart), until that code answers or an operator moves
+    the run to the current version.
+    """
+
+    since: int
+    reason: str
+    attempts: int = 1
 
 
 class CompensationSkipped(RecordModel):
@@ -257,6 +273,14 @@ class RunRecord(RecordModel):
     rerun_of: RerunOrigin | None = None
     #: The runs that rerun this one from a step, oldest first.
     reruns: list[str] = Field(default_factory=list)
+    # Versions (see core.versions and docs/guides/versioning.md).
+    #: The code the run is on: the first answer's for a ``pinned`` workflow, the latest for
+    #: an ``upgrade`` one (None before any answer that said).
+    code_version: CodeVersion | None = None
+    #: How the run's workflow meets new code, as its host last said.
+    versioning: Versioning | None = None
+    #: Set while the code version the run is pinned to cannot be reached.
+    version_wait: VersionWait | None = None
 
     @property
     def redrive_count(self) -> int:

@@ -22,6 +22,8 @@ class CoreSettings:
             answers 429/5xx, before the run fails with ``handler_error``.
         dispatch_backoff_initial_ms: Delay after the first transient dispatch failure.
         dispatch_backoff_max_ms: Cap of the exponential dispatch backoff.
+        version_retry_max_ms: Cap of the delay between tries of a run waiting for the code
+            version it is pinned to (see ``core.versions``).
         invocation_timeout_ms: Longest request ``deadline`` (now + this); a drive's budget
             shortens it.
         lease_ms: How long a holder's lease on a run lasts without renewal. While an
@@ -50,6 +52,7 @@ class CoreSettings:
     dispatch_max_attempts: int = 5
     dispatch_backoff_initial_ms: int = 1_000
     dispatch_backoff_max_ms: int = 60_000
+    version_retry_max_ms: int = 900_000
     invocation_timeout_ms: int = 600_000
     lease_ms: int = 60_000
     lease_grace_ms: int = 5_000
@@ -74,3 +77,9 @@ class CoreSettings:
         """The delay before the next attempt after ``failures`` transient failures (>= 1)."""
         delay = self.dispatch_backoff_initial_ms * (2 ** max(0, failures - 1))
         return int(min(delay, self.dispatch_backoff_max_ms))
+
+    def version_retry_ms(self, attempts: int) -> int:
+        """The delay before a run waiting for its code version tries again (``attempts`` >= 1):
+        the dispatch backoff, doubling up to ``version_retry_max_ms``."""
+        delay = self.dispatch_backoff_initial_ms * (2 ** min(max(0, attempts - 1), 30))
+        return int(min(delay, self.version_retry_max_ms))

@@ -23,11 +23,13 @@ from relayflow.core.outcome import (
 )
 from relayflow.core.record import CompensationSkipped, RunRecord, RunStatus
 from relayflow.core.settings import CoreSettings
+from relayflow.core.versions import pin_of, record_code_version, wait_for_version
 from relayflow.core.waits import compute_wake_at, register_waits
 from relayflow.protocol import (
     CAPABILITY_CANCEL,
     DURABILITY_UNAVAILABLE,
     REQUEST_REPLAYED,
+    VERSION_UNAVAILABLE,
     CancelledResponse,
     CompensatedResponse,
     CompensationFailedResponse,
@@ -92,6 +94,7 @@ def build_request(
             "cancel": record.cancel_request,
             "checkpoint": channel,
             "retryOverrides": record.retry_overrides or None,
+            "codeVersion": pin_of(record),
         }
     )
 
@@ -189,6 +192,8 @@ def _apply_response(
             detail += f" {error}"
         if message:
             detail += f": {message}"
+        if status_code == 409 and error == VERSION_UNAVAILABLE:
+            return wait_for_version(record, detail, now, settings)
         # A copy of a request the host already ran (a dispatcher's own retry): send anew.
         transient = status_code == 429 or status_code >= 500 or error == REQUEST_REPLAYED
         return dispatch_failed(
@@ -222,6 +227,7 @@ def _apply_parsed(
     rec.dispatch_retry.failures = 0
     rec.dispatch_retry.last_error = None
     rec.compute_time_ms += max(0, now - sent.started_at)
+    record_code_version(rec, response)
     _merge_journal(rec, response.journal)
     apply_updates(rec, response.metadata_updates)
     add_chunks(rec, response.stream_chunks)

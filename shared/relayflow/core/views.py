@@ -19,6 +19,7 @@ from relayflow.core.record import (
     RerunOrigin,
     RunAction,
     RunRecord,
+    VersionWait,
 )
 
 # Re-exported: the timeline's entries were built here before they had a module of their own.
@@ -28,11 +29,13 @@ from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.protocol import (
+    CodeVersion,
     CompensationReport,
     Durability,
     RunTrigger,
     SerializedError,
     StreamChunk,
+    Versioning,
 )
 
 #: The largest value (bytes of its JSON) one timeline entry carries; larger ones are left
@@ -130,6 +133,11 @@ class RunDetail(RunSummary):
     redrives: list[Redrive] = Field(default_factory=list)
     #: The runs that rerun this one from a step, oldest first.
     reruns: list[str] = Field(default_factory=list)
+    #: The code the run is on (see docs/guides/versioning.md), how its workflow meets new
+    #: code, and why it waits for its code version when it does.
+    code_version: CodeVersion | None = None
+    versioning: Versioning | None = None
+    version_wait: VersionWait | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -328,6 +336,9 @@ def detail(
         actions=list(record.actions),
         redrives=list(record.redrives),
         reruns=list(record.reruns),
+        code_version=record.code_version,
+        versioning=record.versioning,
+        version_wait=record.version_wait,
     )
     if entries is not None:
         view._timeline = entries

@@ -48,7 +48,10 @@ def rate_limited_until(record: RunRecord) -> int | None:
 
 
 def status_line(record: RunRecord, occupancy: KeyOccupancy | None = None) -> str | None:
-    """Why the run is not running, in words (None when flow control is not holding it)."""
+    """Why the run is not running, in words (None when nothing holds it)."""
+    if record.version_wait is not None and not record.is_terminal:
+        wait = record.version_wait
+        return f"waiting for its code version since {iso_utc(wait.since)}: {wait.reason}"
     if record.status == "queued":
         return concurrency_line("queued", record.concurrency_key, occupancy)
     if record.status == "delayed" and record.debounce_key is not None and record.wake_at:

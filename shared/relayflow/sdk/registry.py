@@ -10,6 +10,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from relayflow.errors import WorkflowNotFoundError
 from relayflow.flow.declarations import Concurrency
+from relayflow.protocol import VERSIONING_MODES, Versioning
 from relayflow.sdk.definition import (
     check_body,
     check_concurrency,
@@ -43,6 +44,8 @@ class WorkflowConfig:
             goes on, where the host has a checkpoint log) or ``"batched"`` (the steps of an
             invocation become durable together when it answers).
         concurrency: At most ``limit`` runs per key at once (see ``relayflow.flow``).
+        versioning: ``"pinned"`` (each run keeps the code version it started on) or
+            ``"upgrade"`` (runs move to the current code at their next invocation).
     """
 
     retry: RetryPolicy | None = None
@@ -52,6 +55,7 @@ class WorkflowConfig:
     schedules: tuple[Any, ...] = ()
     checkpoint: CheckpointMode = "per_step"
     concurrency: Concurrency | None = None
+    versioning: Versioning = "pinned"
 
 
 class Workflow(Generic[R]):
@@ -106,6 +110,7 @@ def workflow(
     schedule: Any = None,
     checkpoint: CheckpointMode = "per_step",
     concurrency: Concurrency | None = None,
+    versioning: Versioning = "pinned",
 ) -> Callable[[Callable[..., R]], Workflow[R]]: ...
 
 
@@ -120,6 +125,7 @@ def workflow(
     schedule: Any = None,
     checkpoint: CheckpointMode = "per_step",
     concurrency: Concurrency | None = None,
+    versioning: Versioning = "pinned",
 ) -> Workflow[R] | Callable[[Callable[..., R]], Workflow[R]]:
     """Declare and register a workflow body.
 
@@ -137,13 +143,16 @@ def workflow(
         concurrency: A :class:`~relayflow.flow.Concurrency`: at most ``limit`` runs with the
             same key at once, and what a run finds when every slot is taken (see
             docs/guides/flow-control.md).
+        versioning: ``"pinned"`` (default): a run keeps the code version that answered its
+            first invocation; ``"upgrade"``: it moves to the current code at its next
+            invocation (guard changes with ``ctx.patched``). See docs/guides/versioning.md.
 
     Returns:
         The :class:`Workflow` (or a decorator producing it).
 
     Raises:
-        ValueError: The id is empty, ``timeout`` is not a duration or ``checkpoint`` is not
-            a known mode.
+        ValueError: The id is empty, ``timeout`` is not a duration, or ``checkpoint`` or
+            ``versioning`` is not a known mode.
         TypeError: The id is given positionally, ``retry`` is not a ``RetryPolicy``,
             ``tags`` is not a list of strings, the body does not take ``(input, ctx)``, or
             ``concurrency`` is not a ``Concurrency``.
@@ -158,6 +167,10 @@ def workflow(
         raise ValueError(
             f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {checkpoint!r}"
         )
+    if versioning not in VERSIONING_MODES:
+        raise ValueError(
+            f"versioning must be one of {', '.join(VERSIONING_MODES)}, got {versioning!r}"
+        )
     from relayflow.schedules.declaration import schedules_from
 
     config = WorkflowConfig(
@@ -168,6 +181,7 @@ def workflow(
         description=description,
         checkpoint=checkpoint,
         concurrency=check_concurrency(concurrency),
+        versioning=versioning,
     )
 
     def register(body: Callable[..., R]) -> Workflow[R]:

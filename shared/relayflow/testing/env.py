@@ -256,15 +256,20 @@ class WorkflowTestEnv:
     def run_until_idle(self) -> None:
         """Jump to each next alarm and fire it, until no alarm is left.
 
-        A parent parked on live child runs keeps a periodic alarm that only checks on its
-        children; it does not count as work left, so a run whose child is blocked on an
-        event leaves ``run_until_idle`` idle rather than spinning.
+        Alarms that only look again do not count as work left: a parent's periodic check on
+        its live children (a run whose child is blocked on an event leaves
+        ``run_until_idle`` idle rather than spinning), and a run's next try of the code
+        version it is pinned to while another build answers.
         """
         self._fire_until(None)
 
-    def _only_checks_children(self, run_id: str, wake_at: int) -> bool:
+    def _only_looks_again(self, run_id: str, wake_at: int) -> bool:
         record = self.runs.get(run_id)
-        if record is None or reconcile_time(record) != wake_at:
+        if record is None:
+            return False
+        if record.version_wait is not None:
+            return True
+        if reconcile_time(record) != wake_at:
             return False
         return all(w.kind == "RUN" for w in record.pending_waitpoints)
 
@@ -284,7 +289,7 @@ class WorkflowTestEnv:
             if upcoming is None or (target is not None and upcoming[1] > target):
                 break
             if target is None and all(
-                self._only_checks_children(*alarm) for alarm in self.alarms.pending()
+                self._only_looks_again(*alarm) for alarm in self.alarms.pending()
             ):
                 break
             run_id, wake_at = upcoming

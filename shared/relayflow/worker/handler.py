@@ -1,8 +1,9 @@
 """The step host entry point: validate a step request, replay the workflow, answer (status, body).
 
 Checks run in the reference order: 400 ``invalid_json``, 400 ``invalid_request``, 426
-``protocol_version_mismatch``, 404 ``workflow_not_found``, 500 ``executor_error``, else 200 with
-the StepResponse (even when the workflow failed).
+``protocol_version_mismatch``, 404 ``workflow_not_found``, then relayflow's 409
+``version_unavailable`` (the run is pinned to another build), 500 ``executor_error``, else 200
+with the StepResponse (even when the workflow failed), naming the code that answered.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from relayflow.protocol import (
     ENVIRONMENTS,
     PROTOCOL_VERSION,
     REQUEST_REPLAYED,
+    VERSION_UNAVAILABLE,
     StepRequest,
     StepResponse,
 )
 from relayflow.sdk.executor import execute
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import find_workflow
+from relayflow.worker.builds import host_code_version, refuses_pin
 from relayflow.worker.checkpoint_client import channel_log
 
 _log = logging.getLogger("relayflow.worker")
@@ -172,6 +175,15 @@ def answer_step_request(
         return _refuse(
             404, "workflow_not_found", f"workflow {request.workflow_id!r} is not registered"
         )
+    here = host_code_version()
+    if refuses_pin(workflow, request.code_version, here):
+        assert request.code_version is not None
+        return _refuse(
+            409,
+            VERSION_UNAVAILABLE,
+            f"run {request.run_id} is pinned to build {request.code_version.build} of "
+            f"workflow {request.workflow_id!r}; this host runs build {here.build}",
+        )
     clock = now_ms or _wall_clock_ms
     if checkpoints is None:
         checkpoints = channel_log(request, session=checkpoint_session, now_ms=clock)
@@ -197,4 +209,6 @@ def answer_step_request(
     except Exception as exc:
         _log.exception("executor error for run %s", request.run_id)
         return _refuse(500, "executor_error", f"{type(exc).__name__}: {exc}")
+    response.code_version = here
+    response.versioning = workflow.config.versioning
     return 200, response

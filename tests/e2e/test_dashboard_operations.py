@@ -173,9 +173,18 @@ def test_a_refused_action_shows_the_api_s_message(
     dev, _ = stack
     run_id = trigger(dev, "ops.wait", {})
     settled(dev, run_id, "waiting")
+    # The page does not hear of the change below (its stream never answers), as when the
+    # pause lands between the stream's answer and the click: it still offers Pause.
+    page.evaluate(
+        """() => {
+          const fetchFirst = window.fetch;
+          window.fetch = (url, options) =>
+            String(url).includes("/stream") ? new Promise(() => {}) : fetchFirst(url, options);
+        }"""
+    )
     open_run(page, run_id)
     page.wait_for_selector("#pause-run")
-    # Someone else pauses the run first: this page still offers Pause.
+    # Someone else pauses the run first.
     requests.post(f"{dev.url}/api/runs/{run_id}/pause", json={}, headers=AUTH, timeout=10)
 
     page.click("#pause-run")

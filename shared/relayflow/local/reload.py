@@ -1,8 +1,9 @@
 """``relayflow dev --reload``: run the stack in a child process, restart it when code changes.
 
 The stack saves its state when it stops and restores it when it starts, so a restart keeps
-every run, alarm and manifest: waiting runs carry on with the new code. Only the first start
-honours ``--fresh``.
+every run, alarm and manifest: waiting runs carry on, a pinned workflow's on the code it
+started with (see :mod:`relayflow.local.code_archive`), an upgrade workflow's on the new code.
+Only the first start honours ``--fresh``.
 """
 
 from __future__ import annotations

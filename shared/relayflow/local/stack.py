@@ -35,6 +35,7 @@ from relayflow.config import DispatchTarget, Settings, SigningMode
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
 from relayflow.local.api_first import ApiFirst, is_long_poll
+from relayflow.local.code_archive import CodeArchive, archived, live_builds
 from relayflow.local.http_adapter import LambdaHttpServer
 from relayflow.local.lambda_router import LocalLambdaClient
 from relayflow.local.moto_direct import DirectMoto
@@ -44,6 +45,7 @@ from relayflow.local.recurring_scheduler import LocalRecurringScheduler
 from relayflow.local.scheduler import LocalScheduler
 from relayflow.local.state import DevState, gate_moto_server
 from relayflow.local.transitions_log import TransitionLog
+from relayflow.worker.builds import host_code_version
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -295,7 +297,18 @@ class DevStack:
             from relayflow.sdk.registry import find_workflow
 
             driver.host_catalog = lambda workflow_id: find_workflow(workflow_id) is not None
+        if self.state is not None and self.options.app:
+            self._keep_builds(driver)
         return driver
+
+    def _keep_builds(self, driver: WorkflowDriver) -> None:
+        """Archive this build of the app and send pinned runs of earlier ones to theirs."""
+        assert self.state is not None and self.options.app
+        archive = CodeArchive(self.state.folder, self.options.app)
+        current = host_code_version().build
+        archive.keep(current)
+        archive.prune({current, *live_builds(driver.engine.runs)})
+        driver.engine.dispatchers = archived(driver.engine.dispatchers, archive)
 
     def _register_manifest(self, driver: WorkflowDriver) -> None:
         if not self.options.app:

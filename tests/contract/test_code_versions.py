@@ -86,3 +86,26 @@ def test_without_a_named_build_the_build_is_the_workflow_code(
     assert first.code_version is not None and second.code_version is not None
     assert first.code_version.build == second.code_version.build
     assert len(first.code_version.build) == 12
+
+
+def test_a_rerun_starts_on_the_code_its_copied_history_was_recorded_on(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger: list[str] = []
+    env = make_env(workflows=[_two_steps("pinned", ledger)])
+    monkeypatch.setenv(BUILD_ID_ENV, "build-1")
+    run = env.trigger("versions.two", {})
+    env.run_until_idle()
+    assert env.get_run(run.id).status == "completed"
+
+    monkeypatch.setenv(BUILD_ID_ENV, "build-2")
+    rerun = env.admin.rerun_run(run.id, from_step="second", by="oncall")
+    env.run_until_idle()
+    held = env.get_run(rerun.id)
+    assert held.code_version is not None and held.code_version.build == "build-1"
+    assert held.version_wait is not None, "build-2 answered: the rerun waits for build-1"
+
+    monkeypatch.setenv(BUILD_ID_ENV, "build-1")
+    env.advance("1h")
+    assert env.get_run(rerun.id).status == "completed"
+    assert ledger == ["first", "second", "second"]

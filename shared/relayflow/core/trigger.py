@@ -8,7 +8,14 @@ from typing import Any
 from relayflow.core.record import ParentLink, RerunOrigin, RunRecord
 from relayflow.errors import ValidationError
 from relayflow.flow.declarations import TriggerOptions
-from relayflow.protocol import ENVIRONMENTS, Journal, RunTrigger, TenantMeta
+from relayflow.protocol import (
+    ENVIRONMENTS,
+    CodeVersion,
+    Journal,
+    RunTrigger,
+    TenantMeta,
+    Versioning,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,8 @@ class TriggerSpec:
             stored with the run).
         rerun_of: The run (and its top-level step) this one reruns from.
         journal: The journal the run starts with (a rerun's copy of the original's).
+        code_version: The code the run starts pinned to (a rerun's, the original's: its
+            copied history was recorded on that code), and how its workflow meets new code.
     """
 
     workflow_id: str
@@ -53,6 +62,8 @@ class TriggerSpec:
     event: Any = None
     rerun_of: RerunOrigin | None = None
     journal: Journal | None = None
+    code_version: CodeVersion | None = None
+    versioning: Versioning | None = None
 
 
 def resolve_run_id(
@@ -94,4 +105,6 @@ def new_run(spec: TriggerSpec, now: int) -> RunRecord:
         wake_at=now,
         rerun_of=spec.rerun_of,
         journal=spec.journal.model_copy(deep=True) if spec.journal is not None else Journal(),
+        code_version=spec.code_version,
+        versioning=spec.versioning,
     )

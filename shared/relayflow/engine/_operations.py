@@ -137,6 +137,8 @@ class RunOperations(DeferredStarts):
             timeout_ms=original.timeout_ms,
             rerun_of=RerunOrigin(run_id=original.id, from_step=from_step),
             journal=journal,
+            code_version=original.code_version,
+            versioning=original.versioning,
         )
 
 

@@ -184,6 +184,9 @@ class StepJournalEntry(WireModel):
     #: from 0; a branch's entry holds its parallel's or map's. Replays check each operation
     #: against it. Absent from reference journals and from entries written before it existed.
     ordinal: int | None = None
+    #: relayflow extension: the ``ctx.patched()`` change ids the body met just before it
+    #: reached this operation on code that has them (see docs/guides/versioning.md).
+    patches: tuple[str, ...] = ()
 
 
 class WaitpointResolution(WireModel):

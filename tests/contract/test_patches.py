@@ -1,0 +1,212 @@
+"""``ctx.patched()`` on every driver and durability mode, sync and async bodies: a run of an
+``upgrade`` workflow recorded on the old body keeps its history when it resumes on the
+patched body, a new run takes the new branch and keeps it on every replay."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from relayflow import workflow
+from relayflow.testing import DriverHarness
+
+pytestmark = pytest.mark.usefixtures("clean_registry")
+
+MakeEnv = Callable[..., DriverHarness]
+WORKFLOW = "patches.order"
+FLAVOURS = ("sync", "async")
+
+
+def _old_body(flavour: str, ledger: list[str]) -> Any:
+    """charge, sleep, ship: the code runs were recorded on."""
+
+    def charge() -> int:
+        ledger.append("charge")
+        return 10
+
+    def ship() -> int:
+        ledger.append("ship")
+        return 1
+
+    if flavour == "sync":
+
+        @workflow(id=WORKFLOW, versioning="upgrade")
+        def old(data: Any, ctx: Any) -> Any:
+            amount = ctx.step("charge", charge)
+            ctx.sleep("1m")
+            return amount + ctx.step("ship", ship)
+
+        return old
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    async def old_async(data: Any, ctx: Any) -> Any:
+        amount = await ctx.step("charge", charge)
+        await ctx.sleep("1m")
+        return amount + await ctx.step("ship", ship)
+
+    return old_async
+
+
+def _patched_body(flavour: str, ledger: list[str], seen: list[bool]) -> Any:
+    """The new code charges with fees behind a patch, and sleeps once more before shipping
+    (the patch is asked again on each replay)."""
+
+    def charge() -> int:
+        ledger.append("charge")
+        return 10
+
+    def charge_with_fees() -> int:
+        ledger.append("charge_with_fees")
+        return 12
+
+    def ship() -> int:
+        ledger.append("ship")
+        return 1
+
+    if flavour == "sync":
+
+        @workflow(id=WORKFLOW, versioning="upgrade")
+        def new(data: Any, ctx: Any) -> Any:
+            fees = ctx.patched("fees")
+            seen.append(fees)
+            amount = (
+                ctx.step("charge_fees", charge_with_fees) if fees else ctx.step("charge", charge)
+            )
+            ctx.sleep("1m")
+            if fees:
+                ctx.sleep("1m")
+            return amount + ctx.step("ship", ship)
+
+        return new
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    async def new_async(data: Any, ctx: Any) -> Any:
+        fees = ctx.patched("fees")
+        seen.append(fees)
+        if fees:
+            amount = await ctx.step("charge_fees", charge_with_fees)
+        else:
+            amount = await ctx.step("charge", charge)
+        await ctx.sleep("1m")
+        if fees:
+            await ctx.sleep("1m")
+        return amount + await ctx.step("ship", ship)
+
+    return new_async
+
+
+def _finish(env: DriverHarness, run_id: str) -> Any:
+    for _ in range(4):
+        env.advance("2m")
+        env.run_until_idle()
+    return env.get_run(run_id)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_run_recorded_before_the_patch_keeps_its_branch_on_the_new_code(
+    make_env: MakeEnv, flavour: str
+) -> None:
+    ledger: list[str] = []
+    env = make_env(workflows=[_old_body(flavour, ledger)])
+    run = env.trigger(WORKFLOW, {})
+    assert run.status == "waiting" and ledger == ["charge"]
+
+    seen: list[bool] = []
+    _patched_body(flavour, ledger, seen)
+    done = _finish(env, run.id)
+
+    assert done.status == "completed", done.error
+    assert done.output == 11
+    assert ledger == ["charge", "ship"], "the recorded charge is kept, never charged again"
+    assert seen and not any(seen), "every replay of the old history takes the old branch"
+    history = env.admin.history(run.id)
+    assert all(entry.patches == () for entry in history.journal.step_results.values())
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_new_run_takes_the_patched_branch_on_every_replay(
+    make_env: MakeEnv, flavour: str
+) -> None:
+    ledger: list[str] = []
+    seen: list[bool] = []
+    env = make_env(workflows=[_patched_body(flavour, ledger, seen)])
+    run = env.trigger(WORKFLOW, {})
+    assert run.status == "waiting"
+
+    done = _finish(env, run.id)
+
+    assert done.status == "completed", done.error
+    assert done.output == 13
+    assert ledger == ["charge_with_fees", "ship"]
+    assert len(seen) >= 3 and all(seen), "replays across both sleeps answer True again"
+    steps = env.admin.history(run.id).journal.step_results
+    assert steps["charge_fees"].patches == ("fees",), "journalled with the next entry"
+    assert steps["ship"].patches == ()
+
+
+def test_a_patch_met_before_a_wait_answers_the_same_after_it(make_env: MakeEnv) -> None:
+    ledger: list[str] = []
+    seen: list[bool] = []
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    def body(data: Any, ctx: Any) -> Any:
+        new = ctx.patched("notify-later")
+        seen.append(new)
+        if new:
+            ctx.sleep("1m")
+            return ctx.step("notify", lambda: ledger.append("notify") or "late")
+        return ctx.step("notify-now", lambda: ledger.append("notify-now") or "now")
+
+    env = make_env(workflows=[body])
+    run = env.trigger(WORKFLOW, {})
+    assert run.status == "waiting"
+
+    done = _finish(env, run.id)
+
+    assert (done.status, done.output) == ("completed", "late")
+    assert seen == [True, True] and ledger == ["notify"]
+    steps = env.admin.history(run.id).journal.step_results
+    assert steps["notify"].patches == ("notify-later",)
+
+
+def test_deprecate_patch_replays_runs_with_and_without_the_marker(make_env: MakeEnv) -> None:
+    ledger: list[str] = []
+    seen: list[bool] = []
+    env = make_env(workflows=[_patched_body("sync", ledger, seen)])
+    marked = env.trigger(WORKFLOW, {})
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    def deprecated(data: Any, ctx: Any) -> Any:
+        ctx.deprecate_patch("fees")
+        amount = ctx.step("charge_fees", lambda: ledger.append("charge_with_fees") or 12)
+        ctx.sleep("1m")
+        ctx.sleep("1m")
+        return amount + ctx.step("ship", lambda: ledger.append("ship") or 1)
+
+    fresh = env.trigger(WORKFLOW, {})
+    assert _finish(env, marked.id).output == 13
+    assert _finish(env, fresh.id).output == 13
+    steps = env.admin.history(fresh.id).journal.step_results
+    assert steps["charge_fees"].patches == ("fees",), "code still calling patched() replays it"
+
+
+@pytest.mark.parametrize(
+    ("change_id", "error"),
+    [("", "ValueError"), ("   ", "ValueError"), (7, "TypeError")],
+)
+def test_a_change_id_must_be_a_non_empty_string(
+    make_env: MakeEnv, change_id: Any, error: str
+) -> None:
+    @workflow(id=WORKFLOW)
+    def body(data: Any, ctx: Any) -> Any:
+        return ctx.patched(change_id)
+
+    env = make_env(workflows=[body])
+    run = env.trigger(WORKFLOW, {})
+
+    assert run.status == "failed"
+    assert run.error is not None
+    assert error in (run.error.name or run.error.code or "")
+    assert "change id" in (run.error.message or "")

@@ -25,7 +25,7 @@ from relayflow.protocol import (
     WaitpointResolution,
 )
 from relayflow.sdk.checkpoints import Checkpointer
-from relayflow.sdk.ordinals import JournalOrder, Operation
+from relayflow.sdk.ordinals import JournalOrder, Operation, scope_of
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
 
@@ -128,6 +128,7 @@ class Invocation:
         self._ordinals: dict[str, int] = {}
         #: Change ids of ``ctx.patched()`` calls journalled with the entry of each key.
         self._patch_marks: dict[str, tuple[str, ...]] = {}
+        self._by_scope: dict[str, list[tuple[str, StepJournalEntry]]] | None = None
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -168,6 +169,16 @@ class Invocation:
         marks = self._patch_marks.get(holder)
         if marks:
             self._patch_marks.update(dict.fromkeys(keys, marks))
+
+    def recorded_in(self, scope: str) -> list[tuple[str, StepJournalEntry]]:
+        """The entries of ``scope`` the journal held when the invocation began (indexed on
+        first use; an entry journalled since was reached, so it is never history ahead)."""
+        if self._by_scope is None:
+            index: dict[str, list[tuple[str, StepJournalEntry]]] = {}
+            for key, entry in self.journal.step_results.items():
+                index.setdefault(scope_of(key), []).append((key, entry))
+            self._by_scope = index
+        return self._by_scope.get(scope, [])
 
     def mark_patches(self, key: str, change_ids: tuple[str, ...]) -> None:
         """Journal ``change_ids`` with the entry of ``key`` when it is recorded."""

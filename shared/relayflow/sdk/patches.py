@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from relayflow.sdk.ordinals import scope_of
 from relayflow.sdk.scope import ContextCore, ensure_not_in_step
 
 #: Where the body stands against its history at a patch point.
@@ -55,9 +54,7 @@ def history_at(core: ContextCore, change_id: str) -> History:
     ordinal = core.order.upcoming()
     inv = core.inv
     goes_on = False
-    for key, entry in inv.journal.step_results.items():
-        if scope_of(key) != core.path:
-            continue
+    for key, entry in inv.recorded_in(core.path):
         if ordinal is None or entry.ordinal is None:
             if change_id in entry.patches:
                 return "marked"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from relayflow import workflow
-from relayflow.testing import DriverHarness
+from relayflow.testing import DriverHarness, crash
 
 pytestmark = pytest.mark.usefixtures("clean_registry")
 
@@ -210,3 +210,42 @@ def test_a_change_id_must_be_a_non_empty_string(
     assert run.error is not None
     assert error in (run.error.name or run.error.code or "")
     assert "change id" in (run.error.message or "")
+
+
+def test_the_marker_survives_a_host_crash_after_its_step_was_checkpointed(
+    make_env: MakeEnv,
+) -> None:
+    ledger: list[str] = []
+    crashes = [1]
+
+    def flaky() -> str:
+        ledger.append("flaky")
+        if crashes:
+            crashes.pop()
+            crash()
+        return "ok"
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    def body(data: Any, ctx: Any) -> Any:
+        if ctx.patched("fees"):
+            first = ctx.step("charge_fees", lambda: ledger.append("charge_with_fees") or 12)
+        else:
+            first = ctx.step("charge", lambda: ledger.append("charge") or 10)
+        return [first, ctx.step("flaky", flaky)]
+
+    env = make_env(workflows=[body])
+    run = env.trigger(WORKFLOW, {})
+    env.recover(run.id)
+    env.run_until_idle()
+    done = env.get_run(run.id)
+
+    assert done.status == "completed", done.error
+    assert done.output == [12, "ok"]
+    steps = env.admin.history(run.id).journal.step_results
+    assert steps["charge_fees"].patches == ("fees",)
+    # Per step, the charge (with its marker) was in the checkpoint log before the crash and
+    # the recovery folds it in; batched, the crashed invocation saved nothing and the run
+    # took the patched branch afresh.
+    per_step = env.engine.checkpoints is not None  # type: ignore[attr-defined]
+    assert ledger.count("charge_with_fees") == (1 if per_step else 2)
+    assert "charge" not in ledger

@@ -192,3 +192,45 @@ def test_an_unknown_workflow_is_refused_clearly() -> None:
 
     with pytest.raises(WorkflowNotFoundError, match="no workflow is registered under 'nope'"):
         replay(history, "nope")
+
+
+def test_a_replay_reads_no_stream_polls_no_condition_and_runs_no_compensation() -> None:
+    ledger = Ledger()
+
+    @workflow(id=WORKFLOW)
+    def recorded(data: Any, ctx: Any) -> Any:
+        ctx.step("reserve", ledger("reserve"), compensate=lambda held: ledger("undo")())
+        ctx.sleep("1m")
+        return "done"
+
+    env = WorkflowTestEnv(workflows=[recorded])
+    run = env.trigger(WORKFLOW, {})
+    env.advance("1m")
+    history = env.admin.history(run.id)
+
+    def source() -> Any:
+        ledger.calls.append("stream read")
+        yield "chunk"
+
+    @workflow(id=WORKFLOW)
+    def streams(data: Any, ctx: Any) -> Any:
+        ctx.step("reserve", ledger("reserve"), compensate=lambda held: ledger("undo")())
+        ctx.sleep("1m")
+        return ctx.stream("progress", source)
+
+    @workflow(id=WORKFLOW)
+    def polls(data: Any, ctx: Any) -> Any:
+        ctx.step("reserve", ledger("reserve"), compensate=lambda held: ledger("undo")())
+        ctx.sleep("1m")
+        return ctx.wait_for_condition(lambda state: (ledger("poll")(), state), None, delay="1s")
+
+    @workflow(id=WORKFLOW)
+    def compensates(data: Any, ctx: Any) -> Any:
+        ctx.step("reserve", ledger("reserve"), compensate=lambda held: ledger("undo")())
+        ctx.sleep("1m")
+        ctx.compensate()
+
+    outcomes = [replay(history, body).outcome for body in (streams, polls, compensates)]
+
+    assert ledger.calls == ["reserve"], "only the recording ran anything"
+    assert outcomes == ["end_of_history", "end_of_history", "compensated"]

@@ -249,3 +249,33 @@ def test_the_marker_survives_a_host_crash_after_its_step_was_checkpointed(
     per_step = env.engine.checkpoints is not None  # type: ignore[attr-defined]
     assert ledger.count("charge_with_fees") == (1 if per_step else 2)
     assert "charge" not in ledger
+
+
+def _grouped(ledger: list[str], *, patched: bool) -> Any:
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    def body(data: Any, ctx: Any) -> Any:
+        def payment(g: Any) -> Any:
+            if patched and g.patched("hold-twice"):
+                held = g.step("hold_twice", lambda: ledger.append("hold_twice") or 2)
+            else:
+                held = g.step("hold", lambda: ledger.append("hold") or 1)
+            g.sleep("1m")
+            return held
+
+        return ctx.group("payment", payment)
+
+    return body
+
+
+def test_a_patch_inside_a_group_reads_the_group_s_history(make_env: MakeEnv) -> None:
+    ledger: list[str] = []
+    env = make_env(workflows=[_grouped(ledger, patched=False)])
+    old = env.trigger(WORKFLOW, {})
+    _grouped(ledger, patched=True)
+    new = env.trigger(WORKFLOW, {})
+
+    assert _finish(env, old.id).output == 1
+    assert _finish(env, new.id).output == 2
+    assert sorted(ledger) == ["hold", "hold_twice"]
+    steps = env.admin.history(new.id).journal.step_results
+    assert steps["payment/hold_twice"].patches == ("hold-twice",)

@@ -128,6 +128,7 @@ class Invocation:
         self._ordinals: dict[str, int] = {}
         #: Change ids of ``ctx.patched()`` calls journalled with the entry of each key.
         self._patch_marks: dict[str, tuple[str, ...]] = {}
+        #: The journal's entries by scope, for ``ctx.patched()`` (built at its first call).
         self._by_scope: dict[str, list[tuple[str, StepJournalEntry]]] | None = None
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)

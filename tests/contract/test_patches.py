@@ -279,3 +279,29 @@ def test_a_patch_inside_a_group_reads_the_group_s_history(make_env: MakeEnv) -> 
     assert sorted(ledger) == ["hold", "hold_twice"]
     steps = env.admin.history(new.id).journal.step_results
     assert steps["payment/hold_twice"].patches == ("hold-twice",)
+
+
+def test_a_run_parked_on_a_wait_right_after_the_patch_point_takes_the_new_branch(
+    make_env: MakeEnv,
+) -> None:
+    ledger: list[str] = []
+    env = make_env(workflows=[_old_body("sync", ledger)])
+    run = env.trigger(WORKFLOW, {})
+
+    @workflow(id=WORKFLOW, versioning="upgrade")
+    def audited(data: Any, ctx: Any) -> Any:
+        amount = ctx.step("charge", lambda: ledger.append("charge") or 10)
+        if ctx.patched("audit"):
+            ctx.step("audit", lambda: ledger.append("audit") or 0)
+        ctx.sleep("1m")
+        return amount + ctx.step("ship", lambda: ledger.append("ship") or 1)
+
+    done = _finish(env, run.id)
+
+    # A wait leaves no trace of the code that reached it: nothing after the patch point was
+    # journalled, so the run is at the end of its history there.
+    assert (done.status, done.output) == ("completed", 11)
+    assert ledger == ["charge", "audit", "ship"]
+    steps = env.admin.history(run.id).journal.step_results
+    assert steps["audit"].patches == ("audit",)
+    assert [steps[k].ordinal for k in ("charge", "audit", "ship")] == [0, 1, 2]

@@ -30,6 +30,7 @@ from relayflow.operations.ports import AuditPage, AuditQuery
 from relayflow.payloads import resolve
 from relayflow.ports import PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import RetryOverride
+from relayflow.run_history import RunHistory, history_of
 from relayflow.run_views import read_for_view, resolve_detail
 from relayflow.workflow_refs import WorkflowRef, workflow_id_of
 
@@ -132,6 +133,18 @@ class WorkflowAdmin:
         if record is None:
             return None
         return self.describe(record, values=values, unavailable=unavailable)
+
+    def history(self, run_id: str) -> RunHistory:
+        """The run's recorded history with every value (``relayflow.history/1``), what a
+        replay check runs new code against.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        record = self.engine.runs.get(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return history_of(record, self._payloads)
 
     def timeline(
         self,

@@ -184,6 +184,10 @@ class StepJournalEntry(WireModel):
     #: from 0; a branch's entry holds its parallel's or map's. Replays check each operation
     #: against it. Absent from reference journals and from entries written before it existed.
     ordinal: int | None = None
+    #: relayflow extension: the ``ctx.patched()`` change ids the body met just before it
+    #: reached this operation on code that has them (see docs/guides/versioning.md). None
+    #: (left off the wire and out of storage) for the entries of bodies without patches.
+    patches: tuple[str, ...] | None = None
 
 
 class WaitpointResolution(WireModel):

@@ -17,7 +17,16 @@ from tests.unit.test_public_api import EXPECTED as RELAYFLOW_ALL
 
 PINNED: dict[str, set[str]] = {
     "relayflow": RELAYFLOW_ALL,
-    "relayflow.testing": {"DriverHarness", "MirroredAlarmClock", "WorkflowTestEnv", "crash"},
+    "relayflow.testing": {
+        "DriverHarness",
+        "MirroredAlarmClock",
+        "ReplayDivergence",
+        "ReplayReport",
+        "WorkflowTestEnv",
+        "assert_replays",
+        "crash",
+        "replay",
+    },
     "relayflow.adapters.aws": {"build_aws_driver"},
     "relayflow.worker": {"ExecutorOptions", "handle_step_request"},
     "relayflow.cdk": {

@@ -18,6 +18,7 @@ from relayflow.errors import InvalidEventError, RelayflowError, RunNotFoundError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
 from relayflow.operations.ports import AuditPage, AuditQuery
+from relayflow.run_history import RunHistory
 
 
 class Triggered(NamedTuple):
@@ -101,6 +102,10 @@ class Backend:
         """One page of the run's timeline; raises ``RunNotFoundError``/``ValidationError``."""
         page: TimelinePage = self.admin.timeline(run_id, values=values, cursor=cursor, limit=limit)
         return page
+
+    def history(self, run_id: str) -> RunHistory:
+        """The run's history with its values; raises ``RunNotFoundError``."""
+        return self.admin.history(run_id)
 
     def list_runs(
         self,

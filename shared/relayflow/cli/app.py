@@ -30,6 +30,7 @@ from relayflow.cli.commands import (
 from relayflow.cli.concurrency import add_concurrency_commands
 from relayflow.cli.init import add_init_command, run_init
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
+from relayflow.cli.replay import add_replay_commands
 from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
 from relayflow.cli.workflows import add_workflow_commands
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_runs_cancel)
     _run_action_parsers(runs_sub, common)
     add_bulk_commands(runs_sub, common, ENVIRONMENTS)
+    add_replay_commands(sub, runs_sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("send-event", parents=[common], help="emit an event")
     p.add_argument("name", help="event type")

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 from relayflow.errors import CompensateRequestedSignal
 from relayflow.flow.declarations import RateLimit
 from relayflow.flow.errors import FlowControlError
-from relayflow.sdk import tokens
+from relayflow.sdk import patches, tokens
 from relayflow.sdk.batch import BranchSpec
 from relayflow.sdk.durations import Duration, parse_optional_duration
 from relayflow.sdk.info import EnvironmentInfo, RunInfo, Services, WorkflowInfo
@@ -64,6 +64,29 @@ class _BaseContext:
     def uuid4(self) -> str:
         """A deterministic version-4 UUID from the same generator as :meth:`random`."""
         return self._core.rng.uuid4()
+
+    def patched(self, change_id: str) -> bool:
+        """Whether the run reaches this point on code that has change ``change_id``.
+
+        False only while the run replays history recorded before the change (its journal
+        goes on past this point without the change's marker): keep the old code in that
+        branch. True otherwise; the marker is journalled with the next operation, so the
+        answer stays the same on every replay. See docs/guides/versioning.md.
+
+        Raises:
+            TypeError: ``change_id`` is not a str.
+            ValueError: ``change_id`` is empty.
+        """
+        return patches.patched(self._core, change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Mark the place of a ``patched(change_id)`` whose old branch was removed.
+
+        It never fails a replay, whether the run's history holds the marker or not; new
+        runs still journal it, so code that calls ``patched(change_id)`` replays them alike.
+        Delete the call once no run recorded before the change can replay.
+        """
+        patches.deprecate_patch(self._core, change_id)
 
     def set_retry(self, policy: RetryPolicy | None) -> None:
         """Replace the default retry policy of later steps in this context."""

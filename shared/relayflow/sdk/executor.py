@@ -33,6 +33,7 @@ from relayflow.sdk.failures import run_error, serialize_error
 from relayflow.sdk.groups import run_compensations
 from relayflow.sdk.instructions import Op
 from relayflow.sdk.invocation import ExecutorOptions, Invocation
+from relayflow.sdk.ordinals import Operation, scope_of
 from relayflow.sdk.registry import Workflow
 from relayflow.sdk.runner import AsyncRunner, SyncRunner, run_coroutine_sync
 from relayflow.sdk.scope import ContextCore
@@ -189,9 +190,16 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
     if outcome.kind in ("completed", "error"):
         missing = inv.unreached()
         if missing:
+            lost_entry = inv.journal.step_results[missing[0]]
             lost = inv.nondeterministic(
                 f"journalled step {missing[0]!r} was not reached before the body finished "
-                f"(last operation reached: {inv.last_op!r}); the code no longer matches the run"
+                f"(last operation reached: {inv.last_op!r}); the code no longer matches the run",
+                data={
+                    "scope": scope_of(missing[0]),
+                    "ordinal": lost_entry.ordinal,
+                    "expected": Operation(missing[0], lost_entry.kind).to_data(),
+                    "found": None,
+                },
             )
             return FailedResponse(error=serialize_error(lost), **parts)
     if outcome.kind == "completed":

@@ -26,6 +26,8 @@ def run_compensations(inv: Invocation, stack: list[Compensable]) -> Op[list[Comp
         if stored is not None:
             reports.append(CompensationReport.model_validate(stored))
             continue
+        if inv.options.journal_only:
+            break  # a replay check runs no compensation the journal does not hold
         started = inv.now_ms()
         scope = StepScope(id_prefix=f"m:compensate:{item.key}:")
         try:

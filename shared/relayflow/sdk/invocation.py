@@ -25,7 +25,7 @@ from relayflow.protocol import (
     WaitpointResolution,
 )
 from relayflow.sdk.checkpoints import Checkpointer
-from relayflow.sdk.ordinals import JournalOrder, Operation
+from relayflow.sdk.ordinals import JournalOrder, Operation, scope_of
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
 
@@ -58,6 +58,10 @@ class ExecutorOptions:
             such a step raises ``RateLimiterMissingError``.
         overrun_grace_max_ms: Caps the grace (twice the step's timeout) a step's next attempt
             waits for timed-out code still running here; ``RELAYFLOW_OVERRUN_GRACE_MAX``.
+        journal_only: Answer from the journal only (a replay check): the first piece of live
+            work (a step attempt, a poll, a stream, a rate limit reservation, a compensation
+            not journalled) ends the invocation with a ``checkpoint:`` wait whose reason is
+            ``journal_end``, before any user function runs.
     """
 
     in_process_retry_threshold_ms: int = 1_000
@@ -69,6 +73,11 @@ class ExecutorOptions:
     step_mocks: Mapping[str, Any] = field(default_factory=dict)
     rate_limiter: RateLimiter | None = None
     overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
+    journal_only: bool = False
+
+
+#: The reason of the wait a journal-only invocation ends with at its first live work.
+JOURNAL_END = "journal_end"
 
 
 def position_of(wait_id: str) -> tuple[str, str] | None:
@@ -117,6 +126,10 @@ class Invocation:
         self._order = JournalOrder(self.journal.step_results)
         #: The ordinal of each key reached in order in this invocation, stamped on its entry.
         self._ordinals: dict[str, int] = {}
+        #: Change ids of ``ctx.patched()`` calls journalled with the entry of each key.
+        self._patch_marks: dict[str, tuple[str, ...]] = {}
+        #: The journal's entries by scope, for ``ctx.patched()`` (built at its first call).
+        self._by_scope: dict[str, list[tuple[str, StepJournalEntry]]] | None = None
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -154,12 +167,32 @@ class Invocation:
         ordinal = self._ordinals.get(holder)
         if ordinal is not None:
             self._ordinals.update(dict.fromkeys(keys, ordinal))
+        marks = self._patch_marks.get(holder)
+        if marks:
+            self._patch_marks.update(dict.fromkeys(keys, marks))
+
+    def recorded_in(self, scope: str) -> list[tuple[str, StepJournalEntry]]:
+        """The entries of ``scope`` the journal held when the invocation began (indexed on
+        first use; an entry journalled since was reached, so it is never history ahead)."""
+        if self._by_scope is None:
+            index: dict[str, list[tuple[str, StepJournalEntry]]] = {}
+            for key, entry in self.journal.step_results.items():
+                index.setdefault(scope_of(key), []).append((key, entry))
+            self._by_scope = index
+        return self._by_scope.get(scope, [])
+
+    def mark_patches(self, key: str, change_ids: tuple[str, ...]) -> None:
+        """Journal ``change_ids`` with the entry of ``key`` when it is recorded."""
+        self._patch_marks[key] = change_ids
 
     def record(self, key: str, entry: StepJournalEntry) -> None:
         """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
         (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
         if entry.ordinal is None:
             entry.ordinal = self._ordinals.get(key)
+        marks = self._patch_marks.get(key)
+        if marks:
+            entry.patches = tuple(dict.fromkeys((*(entry.patches or ()), *marks)))
         self.journal.step_results[key] = entry
         changed = self.journal_overruns()
         if self.checkpointer is not None:
@@ -224,14 +257,13 @@ class Invocation:
                 f"{wait_id!r}"
             )
 
+    def reached(self, key: str) -> bool:
+        """Whether this invocation reached the journal key ``key`` (or a scope holding it)."""
+        return key in self._claimed or any(key.startswith(p) for p in self._touched_prefixes)
+
     def unreached(self) -> list[str]:
         """Journalled step keys this invocation never reached."""
-        return [
-            key
-            for key in self.journal.step_results
-            if key not in self._claimed
-            and not any(key.startswith(prefix) for prefix in self._touched_prefixes)
-        ]
+        return [key for key in self.journal.step_results if not self.reached(key)]
 
     # -- work, yields and cancellation ---------------------------------------------------
 
@@ -249,6 +281,7 @@ class Invocation:
         """
         if self.nondeterminism is not None:
             raise self.nondeterminism
+        self.stop_if_journal_only()
         self.check_cancel()
         self._live_count += 1
         if not may_yield:
@@ -270,6 +303,11 @@ class Invocation:
             if self._live_count > self.options.checkpoint_max_work:
                 self.request_yield("size")
         self._live_work = True
+
+    def stop_if_journal_only(self) -> None:
+        """End a journal-only invocation here: what follows would run live."""
+        if self.options.journal_only:
+            self.request_yield(JOURNAL_END)
 
     def can_wait_in_process(self, delay_ms: int) -> bool:
         """Whether a retry delay may be slept here rather than through a ``retry:`` wait."""

@@ -114,8 +114,17 @@ class ScopeOrder:
         self._next += 1
         return number
 
+    def upcoming(self) -> int | None:
+        """The number the next operation reached here will take, ``None`` when the scope is
+        unordered or the caller is not the task that numbers it."""
+        if not self.ordered:
+            return None
+        if self._concurrent and self._next > 0 and asyncio.current_task() is not self._task:
+            return None
+        return self._next
 
-def _scope_of(key: str) -> str:
+
+def scope_of(key: str) -> str:
     """The path of the scope a journal key was made in (ids of a child scope are prefixed
     with its path and ``/``)."""
     return key.rpartition("/")[0]
@@ -147,7 +156,7 @@ class JournalOrder:
             index: dict[tuple[str, int], list[Operation]] = {}
             for key, entry in self._entries.items():
                 if entry.ordinal is not None:
-                    at = (_scope_of(key), entry.ordinal)
+                    at = (scope_of(key), entry.ordinal)
                     holder = _holder(key, entry)
                     if holder not in index.setdefault(at, []):
                         index[at].append(holder)

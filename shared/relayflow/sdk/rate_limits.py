@@ -31,6 +31,7 @@ def admit(core: ContextCore, step_key: str, attempt: int, rate_limit: RateLimit)
     wait_id = rate_wait_id(step_key, attempt)
     if inv.resolution(wait_id) is not None:
         return  # this attempt already waited for its slot
+    inv.stop_if_journal_only()
     limiter = inv.options.rate_limiter
     if limiter is None:
         raise RateLimiterMissingError(

@@ -89,6 +89,9 @@ class ContextCore:
         self.rng = Mulberry32(fnv1a_seed(seed_text))
         self.compensables: list[Compensable] = []
         self.order = ScopeOrder(concurrent=inv.workflow.is_async)
+        #: ``ctx.patched()`` change ids met since this scope's last operation (journalled
+        #: with the entry of the next one, see :mod:`relayflow.sdk.patches`).
+        self.pending_patches: list[str] = []
 
     @property
     def namespace(self) -> str:
@@ -102,7 +105,12 @@ class ContextCore:
     def reach(self, key: str, kind: str) -> StepJournalEntry | None:
         """Claim ``key`` as this scope's next operation and return its journal entry, after
         checking it against the journal (see :mod:`relayflow.sdk.ordinals`)."""
-        return self.inv.reach(key, kind, self.path, self.order.take())
+        entry = self.inv.reach(key, kind, self.path, self.order.take())
+        if self.pending_patches:
+            if entry is None:
+                self.inv.mark_patches(key, tuple(self.pending_patches))
+            self.pending_patches = []
+        return entry
 
     def next_position(self) -> int:
         """Consume the next positional wait number."""

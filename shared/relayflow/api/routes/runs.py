@@ -49,6 +49,7 @@ from relayflow.core.views import (
 )
 from relayflow.drivers import DeliveryResult, replay_answer
 from relayflow.errors import ValidationError
+from relayflow.run_history import RunHistory
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
 INTERRUPTED = (
@@ -250,6 +251,24 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
             raise ApiError(400, "invalid_query", exc.message) from None
         ctx.logger.append_keys(run_id=page.run_id)
         return timeline_view(page)
+
+    @router.get(
+        "/api/runs/<run_id>/history",
+        summary="A run's recorded history, for a replay check",
+        description=(
+            "The run's journal with every value in it, its input and the facts its body "
+            "reads (format relayflow.history/1): what `relayflow runs export` writes and "
+            "`relayflow replay` runs new code against."
+        ),
+        tags=["runs"],
+        operation_id="getRunHistory",
+        security=_READ,
+        responses=declare(200, RunHistory, "the run's history", *READ_ERRORS, 404),
+    )
+    def get_history(run_id: RunId) -> RunHistory:
+        history = backend.history(unquote(run_id))
+        ctx.logger.append_keys(run_id=history.run_id)
+        return history
 
     def action_id() -> str:
         """The id of the action this request asks for: its ``Idempotency-Key``, else new."""

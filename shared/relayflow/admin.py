@@ -208,6 +208,18 @@ class WorkflowAdmin:
         """
         return self.describe(self.engine.resume(run_id, by=by, action_id=action_id, reason=reason))
 
+    def upgrade_run(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunDetail:
+        """Move a run that has not ended to the current code; a run waiting for its pinned
+        build is tried at once (docs/guides/operating-runs.md).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It ended (``already_terminal``).
+        """
+        return self.describe(self.engine.upgrade(run_id, by=by, action_id=action_id, reason=reason))
+
     def redrive_run(
         self,
         run_id: str,

@@ -132,7 +132,7 @@ class CompensationSkipped(RecordModel):
     host_status: str
 
 
-ActionKind = Literal["pause", "resume", "cancel", "redrive", "rerun"]
+ActionKind = Literal["pause", "resume", "cancel", "redrive", "rerun", "upgrade"]
 #: What a paused run becomes when resumed: its status before the pause, or ``start`` for a
 #: run inserted paused (its workflow was paused) that has not started yet.
 ResumeTo = Literal["running", "waiting", "start"]

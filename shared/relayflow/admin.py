@@ -27,6 +27,7 @@ from relayflow.engine import KEEP_INPUT, Engine
 from relayflow.errors import RunNotFoundError
 from relayflow.operations.audit import window_of
 from relayflow.operations.ports import AuditPage, AuditQuery
+from relayflow.operations.versions import VersionsReport, live_versions
 from relayflow.payloads import resolve
 from relayflow.ports import PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import RetryOverride
@@ -95,10 +96,12 @@ class WorkflowAdmin:
         tag: str | None = None,
         started_after: int | None = None,
         started_before: int | None = None,
+        code_version: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> RunListPage:
-        """Runs newest first, filtered; pass ``next_cursor`` back to get the next page."""
+        """Runs newest first, filtered (``code_version``: the build a run is on); pass
+        ``next_cursor`` back to get the next page."""
         statuses: tuple[str, ...] = ()
         if isinstance(status, str):
             statuses = (status,)
@@ -111,6 +114,7 @@ class WorkflowAdmin:
             tag=tag,
             started_after=started_after,
             started_before=started_before,
+            code_version=code_version,
             limit=limit,
             cursor=cursor,
         )
@@ -316,6 +320,17 @@ class WorkflowAdmin:
                 self._sleep(slice_s)
             waited += slice_s
             current = runs.get(current.id)
+
+    def live_versions(
+        self, *, environment: str | None = None, workflow: WorkflowRef | None = None
+    ) -> VersionsReport:
+        """The code versions live runs are on, per workflow (see
+        :func:`~relayflow.operations.versions.live_versions`)."""
+        return live_versions(
+            self.engine.runs,
+            environment=environment,
+            workflow_id=workflow_id_of(workflow) if workflow is not None else None,
+        )
 
     def audit_log(self, query: AuditQuery) -> AuditPage:
         """Operator actions across runs matching ``query``, newest first; pass

@@ -97,6 +97,26 @@ def test_listing_pages_newest_first_with_cursors_and_filters(store: RunStore) ->
         store.list_runs(RunQuery(cursor="%%%"))
 
 
+def test_listing_filters_by_the_build_a_run_is_on_across_pages(store: RunStore) -> None:
+    for n in range(7):
+        build = "build-1" if n % 3 == 0 else "build-2"
+        version = {"build": build, "function": f"fn:{n % 3 + 1}"}
+        store.try_insert(record(f"r{n}", started_at=1000 + n, codeVersion=version))
+    store.try_insert(record("unanswered", started_at=2000))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_runs(RunQuery(code_version="build-1", limit=2, cursor=cursor))
+        seen.extend(r.id for r in page.runs)
+        assert all(r.code_version and r.code_version.build == "build-1" for r in page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["r6", "r3", "r0"]
+    live = store.list_runs(RunQuery(code_version="build-2", statuses=("running",)))
+    assert [r.id for r in live.runs] == ["r5", "r4", "r2", "r1"]
+
+
 def test_due_runs_are_the_unfinished_ones_whose_wake_time_passed(store: RunStore) -> None:
     store.try_insert(record("late", wakeAt=500))
     store.try_insert(record("soon", wakeAt=2000))

@@ -18,6 +18,7 @@ from relayflow.errors import InvalidEventError, RelayflowError, RunNotFoundError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
 from relayflow.operations.ports import AuditPage, AuditQuery
+from relayflow.operations.versions import VersionsReport
 
 
 class Triggered(NamedTuple):
@@ -113,6 +114,7 @@ class Backend:
         started_before: int | None,
         limit: int,
         cursor: str | None,
+        code_version: str | None = None,
     ) -> RunListPage:
         """One page of runs, newest first."""
         return self.admin.list_runs(
@@ -122,6 +124,7 @@ class Backend:
             tag=tag,
             started_after=started_after,
             started_before=started_before,
+            code_version=code_version,
             limit=limit,
             cursor=cursor,
         )
@@ -141,6 +144,10 @@ class Backend:
     def resume(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
         """Resume a paused run; returns it after the resume's drive."""
         return self.admin.resume_run(run_id, by=by, action_id=action_id, reason=reason)
+
+    def upgrade(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
+        """Move a run that has not ended to the current code; returns it after the drive."""
+        return self.admin.upgrade_run(run_id, by=by, action_id=action_id, reason=reason)
 
     def redrive(
         self, run_id: str, request: RedriveRunRequest, *, by: str, action_id: str
@@ -223,6 +230,10 @@ class Backend:
         return self.admin.concurrency.release(workflow_id, run_id, key, environment=environment)
 
     # -- audit ------------------------------------------------------------------------------
+
+    def live_versions(self, environment: str | None, workflow_id: str | None) -> VersionsReport:
+        """The code versions live runs are on, per workflow."""
+        return self.admin.live_versions(environment=environment, workflow=workflow_id)
 
     def audit_log(self, query: AuditQuery) -> AuditPage:
         """One page of the audit log (ValidationError on a bad cursor)."""

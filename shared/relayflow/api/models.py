@@ -24,6 +24,12 @@ from relayflow.api.model_bases import (
     ResponseModel,
     no_default,
 )
+from relayflow.api.version_models import (
+    VERSIONING_DESCRIPTION,
+    CodeVersionView,
+    Versioning,
+    VersionWaitView,
+)
 from relayflow.flow.declarations import (
     MAX_KEY_LENGTH,
     MAX_PRIORITY,
@@ -299,6 +305,15 @@ class RunView(ResponseModel):
     reruns: list[str] = Field(
         default_factory=list, description="the ids of the runs that rerun this one, oldest first"
     )
+    code_version: CodeVersionView | None = Field(
+        default=None, description="the code the run is on (absent before the first answer)"
+    )
+    versioning: Versioning | None = Field(default=None, description=VERSIONING_DESCRIPTION)
+    version_wait: VersionWaitView | None = Field(
+        default=None,
+        description="set while a pinned run waits for its code version to answer again "
+        "(POST /api/runs/{id}/upgrade moves it to the current version)",
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -338,6 +353,13 @@ class RunSummaryView(ResponseModel):
     pause: PauseView | None = Field(default=None, description="set while the run is paused")
     redrive_count: int = 0
     rerun_of: RerunOriginView | None = None
+    code_version: CodeVersionView | None = Field(
+        default=None, description="the code the run is on (absent before the first answer)"
+    )
+    versioning: Versioning | None = Field(default=None, description=VERSIONING_DESCRIPTION)
+    version_wait: VersionWaitView | None = Field(
+        default=None, description="set while a pinned run waits for its code version"
+    )
 
 
 class RunListView(ResponseModel):

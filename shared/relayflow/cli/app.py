@@ -32,6 +32,7 @@ from relayflow.cli.init import add_init_command, run_init
 from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_manifest_show
 from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
+from relayflow.cli.versions import add_versions_command
 from relayflow.cli.workflows import add_workflow_commands
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -81,12 +82,13 @@ def _wait_options(parser: argparse.ArgumentParser, timeout: float) -> None:
 def _run_action_parsers(
     runs_sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    """``runs pause|resume|redrive|rerun ID``."""
+    """``runs pause|resume|redrive|rerun|upgrade ID``."""
     helps = {
         "pause": "pause a running or waiting run",
         "resume": "resume a paused run",
         "redrive": "continue a failed, cancelled or compensation_failed run from its failure",
         "rerun": "start a new run from a top-level step of an ended run",
+        "upgrade": "move a run that has not ended to the current version of its code",
     }
     for action, text in helps.items():
         p = runs_sub.add_parser(action, parents=[common], help=text)
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=ENVIRONMENTS, help="only runs of this environment")
     p.add_argument("--since", help="started at or after (epoch ms or RFC 3339)")
     p.add_argument("--until", help="started before (epoch ms or RFC 3339)")
+    p.add_argument("--version", help="only runs on this build (see relayflow versions)")
     p.add_argument("--limit", type=int, default=20, help="page size (%(default)s)")
     p.add_argument("--cursor", help="the cursor printed by the previous page")
     p.set_defaults(handler=cmd_runs_list)
@@ -222,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_schedule_commands(sub, common, _env_option)
     add_concurrency_commands(sub, common, _env_option)
     add_audit_command(sub, common, ENVIRONMENTS)
+    add_versions_command(sub, common, ENVIRONMENTS)
     add_workflow_commands(sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")

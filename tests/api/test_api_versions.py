@@ -156,3 +156,32 @@ def test_upgrade_needs_runs_write_and_an_existing_run(api: Api) -> None:
     assert api.post(f"/api/runs/{run_id}/upgrade", token=READER).status == 403
     missing = api.post("/api/runs/nope/upgrade")
     assert missing.status == 404 and missing.body["error"] == "not_found"
+
+
+def test_a_bulk_upgrade_moves_every_run_on_a_build_after_a_dry_run(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stranded = [api.post("/api/runs", {"workflowId": "ver.pinned"}).body["id"] for _ in range(3)]
+    monkeypatch.setenv(BUILD_ID_ENV, "build-2")
+    current = api.post("/api/runs", {"workflowId": "ver.pinned"}).body["id"]
+    api.env.advance("2m")
+    api.env.run_until_idle()
+    body = {"action": "upgrade", "filter": {"codeVersion": "build-1"}, "reason": "retire 1"}
+
+    counted = api.post("/api/bulk-actions", {**body, "dryRun": True})
+    refused = api.post("/api/bulk-actions", body, token=WRITER)
+    started = api.post("/api/bulk-actions", {**body, "pageSize": 2})
+    api.env.run_until_idle()
+
+    assert (counted.status, counted.body) == (200, {"matched": 3})
+    assert refused.status == 403
+    assert started.status == 201 and started.body["filter"]["codeVersion"] == "build-1"
+    job = api.get(f"/api/bulk-actions/{started.body['jobId']}").body
+    assert (job["status"], job["matched"], job["done"], job["failed"]) == ("completed", 3, 3, 0)
+    for run_id in stranded:
+        run = api.get(f"/api/runs/{run_id}").body
+        assert run["status"] == "completed" and run["codeVersion"]["build"] == "build-2"
+        assert [(a["kind"], a["by"]) for a in run["actions"]] == [
+            ("upgrade", f"bulk:{started.body['jobId']}")
+        ]
+    assert api.get(f"/api/runs/{current}").body["actions"] == []

@@ -115,3 +115,18 @@ def test_versions_prints_the_live_runs_per_build(fake_api: FakeApi) -> None:
     assert "counted the newest 43 live runs only" in out
     assert "relayflow runs upgrade RUN" in out
     assert json.loads(json_out) == answer
+
+
+def test_runs_bulk_upgrade_counts_the_runs_on_a_build(fake_api: FakeApi) -> None:
+    fake_api.on("POST", "/api/bulk-actions", (200, {"matched": 3}))
+
+    code, out, _ = cli(fake_api, "runs", "bulk", "upgrade", "--version", "b-1", "--dry-run")
+
+    assert code == 0
+    assert fake_api.last("POST", "/api/bulk-actions").body == {
+        "action": "upgrade",
+        "filter": {"codeVersion": "b-1"},
+        "concurrency": 8,
+        "dryRun": True,
+    }
+    assert out.strip() == "3 runs match; nothing was changed (dry run)"

@@ -79,6 +79,7 @@ class Backend:
                 run_id=run_id,
                 drive=not hand_off,
                 options=options if options.given() else None,
+                lock_to_version=request.lock_to_version,
             )
             if created and hand_off and run.status == "running":
                 self.driver.engine.hand_off_or_raise(run_id)

@@ -38,6 +38,7 @@ from relayflow.flow.declarations import (
     TriggerOptions,
 )
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
+from relayflow.version_locks import MAX_VERSION_LENGTH
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
@@ -114,6 +115,14 @@ class TriggerRunRequest(RequestModel):
         min_length=1,
         max_length=MAX_KEY_LENGTH,
         description="replaces the key the workflow's concurrency declaration computes",
+    )
+    lock_to_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        description="the run's workflowVersion (default v1); with a manifest registered for "
+        "the environment it must be the version the manifest lists for the workflow, else "
+        "409 version_not_found and no run is created",
     )
 
     def flow_options(self) -> TriggerOptions:

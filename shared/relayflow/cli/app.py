@@ -125,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="tag the run (repeatable)")
     p.add_argument("--env", choices=ENVIRONMENTS, help="environment of the run")
     p.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    p.add_argument(
+        "--lock-to-version",
+        help="the run's workflow version (default v1; must be the manifest's, when one is "
+        "registered)",
+    )
     flow = p.add_argument_group("flow control (see the flow-control guide)")
     flow.add_argument("--delay", help="start the run this long from now, e.g. 10m")
     flow.add_argument("--ttl", help="cancel the run (TTL_EXPIRED) if it has not started by then")

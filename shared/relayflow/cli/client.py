@@ -183,7 +183,8 @@ class ApiClient:
     ) -> dict[str, Any]:
         """``POST /api/runs``: start a run (or return the run an idempotency key names, or
         the run a debounced trigger joined). ``flow`` holds the flow-control options by their
-        wire names (``delay``, ``ttl``, ``priority``, ``concurrencyKey``, ``debounce``)."""
+        wire names (``delay``, ``ttl``, ``priority``, ``concurrencyKey``, ``debounce``) and
+        ``lockToVersion``."""
         body: dict[str, Any] = {"workflowId": workflow_id, "input": input_value, **(flow or {})}
         if idempotency_key is not None:
             body["idempotencyKey"] = idempotency_key

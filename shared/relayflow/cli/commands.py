@@ -64,6 +64,7 @@ def cmd_trigger(args: argparse.Namespace, con: Console) -> int:
         "priority": args.priority,
         "concurrencyKey": args.concurrency_key,
         "debounce": parse_json_arg(args.debounce, what="--debounce", default=None),
+        "lockToVersion": args.lock_to_version,
     }
     run = con.client.trigger(
         args.workflow,

@@ -1,5 +1,5 @@
-"""Bodies of the single-run operator actions (pause, resume, redrive, rerun) and the views of
-what they leave on a run: its actions, pause, redrives and rerun links."""
+"""Bodies of the single-run operator actions (pause, resume, redrive, rerun, upgrade) and the
+views of what they leave on a run: its actions, pause, redrives and rerun links."""
 
 from __future__ import annotations
 

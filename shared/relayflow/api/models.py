@@ -388,7 +388,8 @@ class TimelineEntryView(ResponseModel):
         default=None,
         description="the wait kind (DATETIME, EVENT, SIGNAL, MANUAL, RUN) of a wait; the "
         "journal kind of a step entry other than a plain step (token, condition, group, "
-        "branch, batch, ...); the action (pause, resume, cancel, redrive, rerun) of an action",
+        "branch, batch, ...); the action (pause, resume, cancel, redrive, rerun, upgrade) "
+        "of an action",
     )
     started_at: int
     ended_at: int | None = None

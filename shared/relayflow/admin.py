@@ -27,6 +27,7 @@ from relayflow.engine import KEEP_INPUT, Engine
 from relayflow.errors import RunNotFoundError
 from relayflow.operations.audit import window_of
 from relayflow.operations.ports import AuditPage, AuditQuery
+from relayflow.operations.versions import VersionsReport, live_versions
 from relayflow.payloads import resolve
 from relayflow.ports import PayloadStore, RunQuery, RunWatcher
 from relayflow.protocol import RetryOverride
@@ -96,10 +97,12 @@ class WorkflowAdmin:
         tag: str | None = None,
         started_after: int | None = None,
         started_before: int | None = None,
+        code_version: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> RunListPage:
-        """Runs newest first, filtered; pass ``next_cursor`` back to get the next page."""
+        """Runs newest first, filtered (``code_version``: the build a run is on); pass
+        ``next_cursor`` back to get the next page."""
         statuses: tuple[str, ...] = ()
         if isinstance(status, str):
             statuses = (status,)
@@ -112,6 +115,7 @@ class WorkflowAdmin:
             tag=tag,
             started_after=started_after,
             started_before=started_before,
+            code_version=code_version,
             limit=limit,
             cursor=cursor,
         )
@@ -221,6 +225,18 @@ class WorkflowAdmin:
         """
         return self.describe(self.engine.resume(run_id, by=by, action_id=action_id, reason=reason))
 
+    def upgrade_run(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunDetail:
+        """Move a run that has not ended to the current code; a run waiting for its pinned
+        build is tried at once (docs/guides/operating-runs.md).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: It ended (``already_terminal``).
+        """
+        return self.describe(self.engine.upgrade(run_id, by=by, action_id=action_id, reason=reason))
+
     def redrive_run(
         self,
         run_id: str,
@@ -317,6 +333,17 @@ class WorkflowAdmin:
                 self._sleep(slice_s)
             waited += slice_s
             current = runs.get(current.id)
+
+    def live_versions(
+        self, *, environment: str | None = None, workflow: WorkflowRef | None = None
+    ) -> VersionsReport:
+        """The code versions live runs are on, per workflow (see
+        :func:`~relayflow.operations.versions.live_versions`)."""
+        return live_versions(
+            self.engine.runs,
+            environment=environment,
+            workflow_id=workflow_id_of(workflow) if workflow is not None else None,
+        )
 
     def audit_log(self, query: AuditQuery) -> AuditPage:
         """Operator actions across runs matching ``query``, newest first; pass

@@ -38,6 +38,7 @@ from relayflow.operations.bulk_host import host_bulk_jobs
 from relayflow.ports import ManifestStore, PayloadStore, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
 from relayflow.token_ids import locate
+from relayflow.version_locks import DEFAULT_WORKFLOW_VERSION, check_locked_version
 from relayflow.workflow_refs import WorkflowRef, workflow_config_of, workflow_id_of
 
 
@@ -214,6 +215,7 @@ class WorkflowDriver:
         timeout_ms: int | None = None,
         triggered_by: Mapping[str, Any] | None = None,
         options: TriggerOptions | None = None,
+        lock_to_version: str | None = None,
     ) -> RunDetail:
         """Start a run and drive it inline (bounded); returns the run as it then stands.
 
@@ -221,7 +223,12 @@ class WorkflowDriver:
         untouched: same id, original input, not driven again. ``options`` are the trigger's
         flow controls (``delay``, ``debounce``, ``ttl``, ``priority``, ``concurrency_key``):
         the run may come back ``delayed`` or ``queued``, or be the run a debounced trigger
-        joined.
+        joined. ``lock_to_version`` is the run's workflow version (default ``v1``); with a
+        manifest registered for ``environment`` it must be the version the manifest lists.
+
+        Raises:
+            VersionNotFoundError: The manifest lists the workflow under another version (no
+                run is created).
         """
         run, _ = self.start(
             workflow,
@@ -233,6 +240,7 @@ class WorkflowDriver:
             timeout_ms=timeout_ms,
             triggered_by=triggered_by,
             options=options,
+            lock_to_version=lock_to_version,
         )
         return run
 
@@ -249,6 +257,7 @@ class WorkflowDriver:
         triggered_by: Mapping[str, Any] | None = None,
         drive: bool = True,
         options: TriggerOptions | None = None,
+        lock_to_version: str | None = None,
     ) -> tuple[RunDetail, bool]:
         """Like :meth:`trigger`, and whether this call's insert created the run.
 
@@ -267,6 +276,7 @@ class WorkflowDriver:
             triggered_by=triggered_by,
             drive=drive,
             options=options,
+            lock_to_version=lock_to_version,
         )
         return self.admin.describe(record), created
 
@@ -284,9 +294,13 @@ class WorkflowDriver:
         drive: bool = True,
         options: TriggerOptions | None = None,
         event: Any = None,
+        lock_to_version: str | None = None,
     ) -> tuple[RunRecord, bool]:
         _check_depth("run input", input)
         workflow_id = workflow_id_of(workflow)
+        if lock_to_version is not None:
+            manifest = self.manifests.get_current(environment)
+            check_locked_version(manifest, workflow_id, environment, lock_to_version)
         config_timeout, config_tags = workflow_config_of(workflow)
         if timeout_ms is None:
             timeout_ms = config_timeout
@@ -301,6 +315,7 @@ class WorkflowDriver:
                 idempotency_key=idempotency_key,
                 generated=self.engine.new_run_id(),
             ),
+            workflow_version=lock_to_version or DEFAULT_WORKFLOW_VERSION,
             environment=environment,
             tags=tuple(dict.fromkeys([*config_tags, *tags])),
             tenant_meta=self.tenant_meta,

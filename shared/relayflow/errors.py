@@ -209,6 +209,13 @@ class WorkflowNotFoundError(RelayflowError):
     code = "workflow_not_found"
 
 
+class VersionNotFoundError(RelayflowError):
+    """A trigger locked its run to a workflow version the environment's manifest does not
+    list for the workflow: no run was created."""
+
+    code = "version_not_found"
+
+
 class ValidationError(RelayflowError):
     """Bad input to a relayflow API (the message names the offending value)."""
 

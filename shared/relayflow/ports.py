@@ -46,6 +46,8 @@ class RunQuery:
     tag: str | None = None
     started_after: int | None = None
     started_before: int | None = None
+    #: The build (``CodeVersion.build``) the run is on.
+    code_version: str | None = None
     limit: int = 100
     cursor: str | None = None
 

@@ -127,6 +127,9 @@ def test_list_filters_and_pages_with_real_cursors(api: Api, env: WorkflowTestEnv
         "pause",
         "redriveCount",
         "rerunOf",
+        "codeVersion",
+        "versioning",
+        "versionWait",
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from relayflow import workflow
+from relayflow.errors import RunTerminalError
 from relayflow.testing import DriverHarness
 from relayflow.worker.builds import BUILD_ID_ENV
 
@@ -86,6 +87,68 @@ def test_without_a_named_build_the_build_is_the_workflow_code(
     assert first.code_version is not None and second.code_version is not None
     assert first.code_version.build == second.code_version.build
     assert len(first.code_version.build) == 12
+
+
+def test_upgrade_moves_a_run_waiting_for_its_build_to_the_build_that_answers(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger: list[str] = []
+    env = make_env(workflows=[_two_steps("pinned", ledger)])
+    monkeypatch.setenv(BUILD_ID_ENV, "build-1")
+    run = env.trigger("versions.two", {})
+    monkeypatch.setenv(BUILD_ID_ENV, "build-2")
+    env.advance("2m")
+    env.run_until_idle()
+    assert env.get_run(run.id).version_wait is not None
+
+    env.admin.upgrade_run(run.id, by="oncall", action_id="upgrade-1", reason="build-1 is gone")
+    env.run_until_idle()
+    done = env.get_run(run.id)
+    assert done.status == "completed" and done.output == 2
+    assert done.code_version is not None and done.code_version.build == "build-2"
+    assert done.version_wait is None
+    assert ledger == ["first", "second"]
+    [action] = done.actions
+    assert (action.id, action.kind, action.by) == ("upgrade-1", "upgrade", "oncall")
+    assert action.detail["from"]["build"] == "build-1"
+    assert "build-1" in action.detail["versionWait"]
+
+    again = env.admin.upgrade_run(run.id, by="oncall", action_id="upgrade-1")
+    assert [a.id for a in again.actions] == ["upgrade-1"], "a repeated action id acts once"
+    with pytest.raises(RunTerminalError) as ended:
+        env.admin.upgrade_run(run.id, by="oncall", action_id="upgrade-2")
+    assert ended.value.code == "already_terminal"
+
+
+def test_upgrade_of_a_run_that_names_no_build_is_kept_with_nothing_to_change(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BUILD_ID_ENV, "build-1")
+    env = make_env(workflows=[_two_steps("upgrade", [])])
+    run = env.trigger("versions.two", {})
+    assert run.status == "waiting"
+    moved = env.admin.upgrade_run(run.id, by="oncall", action_id="upgrade-1")
+    assert moved.status == "waiting"
+    assert moved.code_version is not None and moved.code_version.build == "build-1"
+    [action] = moved.actions
+    assert action.kind == "upgrade" and action.detail == {"from": None, "versionWait": None}
+
+
+def test_an_upgraded_pinned_run_keeps_the_build_that_answers_next(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(workflows=[_two_steps("pinned", [])])
+    monkeypatch.setenv(BUILD_ID_ENV, "build-1")
+    run = env.trigger("versions.two", {})
+    moved = env.admin.upgrade_run(run.id, by="oncall")
+    assert moved.status == "waiting" and moved.code_version is None
+    assert moved.actions[0].detail["from"]["build"] == "build-1"
+    monkeypatch.setenv(BUILD_ID_ENV, "build-2")
+    env.advance("2m")
+    env.run_until_idle()
+    done = env.get_run(run.id)
+    assert done.status == "completed"
+    assert done.code_version is not None and done.code_version.build == "build-2"
 
 
 def test_a_rerun_starts_on_the_code_its_copied_history_was_recorded_on(

@@ -14,6 +14,7 @@ from relayflow.adapters.memory import InMemoryRunStore
 from relayflow.config import Settings
 from relayflow.core.record import RunRecord
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
+from relayflow.operations.versions import live_versions
 from relayflow.ports import RunQuery, RunStore
 from tests.moto_support import moto_backend, use_fake_credentials
 
@@ -95,6 +96,47 @@ def test_listing_pages_newest_first_with_cursors_and_filters(store: RunStore) ->
     assert [r.id for r in tagged.runs] == ["r4", "r2"]
     with pytest.raises(ValidationError):
         store.list_runs(RunQuery(cursor="%%%"))
+
+
+def test_listing_filters_by_the_build_a_run_is_on_across_pages(store: RunStore) -> None:
+    for n in range(7):
+        build = "build-1" if n % 3 == 0 else "build-2"
+        version = {"build": build, "function": f"fn:{n % 3 + 1}"}
+        store.try_insert(record(f"r{n}", started_at=1000 + n, codeVersion=version))
+    store.try_insert(record("unanswered", started_at=2000))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_runs(RunQuery(code_version="build-1", limit=2, cursor=cursor))
+        seen.extend(r.id for r in page.runs)
+        assert all(r.code_version and r.code_version.build == "build-1" for r in page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["r6", "r3", "r0"]
+    live = store.list_runs(RunQuery(code_version="build-2", statuses=("running",)))
+    assert [r.id for r in live.runs] == ["r5", "r4", "r2", "r1"]
+
+
+def test_live_versions_count_the_runs_not_ended_per_workflow_and_build(store: RunStore) -> None:
+    def on(build: str, n: int, **fields: object) -> RunRecord:
+        version = {"build": build, "function": f"fn:{build}"}
+        return record(f"{build}-{n}", started_at=1000 + n, codeVersion=version, **fields)
+
+    for n in range(3):
+        store.try_insert(on("b1", n, status="waiting"))
+    store.try_insert(on("b1", 3, versionWait={"since": 5, "reason": "gone", "attempts": 2}))
+    store.try_insert(on("b2", 4, status="paused"))
+    store.try_insert(on("b2", 5, status="completed"))
+    store.try_insert(record("fresh", started_at=1010, status="queued"))
+
+    report = live_versions(store)
+    capped = live_versions(store, max_runs=2)
+
+    lines = [(v.key.build, v.key.function, v.runs, v.waiting_for_version) for v in report.versions]
+    assert lines == [("b1", "fn:b1", 4, 1), (None, None, 1, 0), ("b2", "fn:b2", 1, 0)]
+    assert (report.runs_read, report.truncated) == (6, False)
+    assert (capped.runs_read, capped.truncated) == (2, True)
 
 
 def test_due_runs_are_the_unfinished_ones_whose_wake_time_passed(store: RunStore) -> None:

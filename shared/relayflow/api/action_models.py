@@ -1,5 +1,5 @@
-"""Bodies of the single-run operator actions (pause, resume, redrive, rerun) and the views of
-what they leave on a run: its actions, pause, redrives and rerun links."""
+"""Bodies of the single-run operator actions (pause, resume, redrive, rerun, upgrade) and the
+views of what they leave on a run: its actions, pause, redrives and rerun links."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class RunActionView(ResponseModel):
     """An operator action applied to the run."""
 
     id: str = Field(description="the action id: the request's Idempotency-Key, or a random id")
-    kind: Literal["pause", "resume", "cancel", "redrive", "rerun"]
+    kind: Literal["pause", "resume", "cancel", "redrive", "rerun", "upgrade"]
     by: str = Field(description="who asked: the API token's name, cli, or bulk:<job run id>")
     at: int = Field(description="epoch milliseconds")
     reason: str | None = None

@@ -59,6 +59,7 @@ from relayflow.api.routes import runs as runs_routes
 from relayflow.api.routes import schedules as schedules_routes
 from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import tokens as tokens_routes
+from relayflow.api.routes import versions as versions_routes
 from relayflow.api.routes import workflow_pauses as workflow_pauses_routes
 from relayflow.deliveries import DeliveryIdClaims
 from relayflow.dispatch.capabilities import CapabilitySigner
@@ -321,6 +322,7 @@ def create_app(
     app.include_router(workflow_pauses_routes.build_router(ctx))
     app.include_router(concurrency_routes.build_router(ctx))
     app.include_router(audit_routes.build_router(ctx))
+    app.include_router(versions_routes.build_router(ctx))
     app.include_router(checkpoints_routes.build_router(ctx))
     app.include_router(tokens_routes.build_router(ctx))
     app.include_router(events_routes.build_router(ctx))

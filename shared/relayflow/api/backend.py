@@ -18,6 +18,7 @@ from relayflow.errors import InvalidEventError, RelayflowError, RunNotFoundError
 from relayflow.events.ingest import validate_ingest_body
 from relayflow.events.manifest import validate_environment
 from relayflow.operations.ports import AuditPage, AuditQuery
+from relayflow.operations.versions import VersionsReport
 from relayflow.run_history import RunHistory
 
 
@@ -79,6 +80,7 @@ class Backend:
                 run_id=run_id,
                 drive=not hand_off,
                 options=options if options.given() else None,
+                lock_to_version=request.lock_to_version,
             )
             if created and hand_off and run.status == "running":
                 self.driver.engine.hand_off_or_raise(run_id)
@@ -118,6 +120,7 @@ class Backend:
         started_before: int | None,
         limit: int,
         cursor: str | None,
+        code_version: str | None = None,
     ) -> RunListPage:
         """One page of runs, newest first."""
         return self.admin.list_runs(
@@ -127,6 +130,7 @@ class Backend:
             tag=tag,
             started_after=started_after,
             started_before=started_before,
+            code_version=code_version,
             limit=limit,
             cursor=cursor,
         )
@@ -146,6 +150,10 @@ class Backend:
     def resume(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
         """Resume a paused run; returns it after the resume's drive."""
         return self.admin.resume_run(run_id, by=by, action_id=action_id, reason=reason)
+
+    def upgrade(self, run_id: str, reason: str | None, *, by: str, action_id: str) -> RunDetail:
+        """Move a run that has not ended to the current code; returns it after the drive."""
+        return self.admin.upgrade_run(run_id, by=by, action_id=action_id, reason=reason)
 
     def redrive(
         self, run_id: str, request: RedriveRunRequest, *, by: str, action_id: str
@@ -228,6 +236,10 @@ class Backend:
         return self.admin.concurrency.release(workflow_id, run_id, key, environment=environment)
 
     # -- audit ------------------------------------------------------------------------------
+
+    def live_versions(self, environment: str | None, workflow_id: str | None) -> VersionsReport:
+        """The code versions live runs are on, per workflow."""
+        return self.admin.live_versions(environment=environment, workflow=workflow_id)
 
     def audit_log(self, query: AuditQuery) -> AuditPage:
         """One page of the audit log (ValidationError on a bad cursor)."""

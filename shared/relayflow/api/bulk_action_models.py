@@ -41,6 +41,9 @@ class BulkFilterBody(RequestModel):
     workflow_id: str | None = Field(default=None, min_length=1, max_length=256)
     statuses: list[RunStatus] = Field(default_factory=list, max_length=10)
     tag: str | None = Field(default=None, min_length=1, max_length=256)
+    code_version: str | None = Field(
+        default=None, min_length=1, max_length=256, description="runs on this build"
+    )
     since: Instant | None = Field(
         default=None,
         description="runs started at or after: epoch ms or an RFC 3339 date-time",
@@ -59,6 +62,7 @@ class BulkFilterBody(RequestModel):
             workflow_id=self.workflow_id,
             statuses=list(self.statuses),
             tag=self.tag,
+            code_version=self.code_version,
             since=_instant("since", self.since),
             until=_instant("until", self.until),
         )

@@ -30,6 +30,7 @@ from relayflow.errors import (
     StepNotFoundError,
     TokenNotFoundError,
     ValidationError,
+    VersionNotFoundError,
     WorkflowNotFoundError,
 )
 from relayflow.events.errors import EventTooLargeError, InvalidEventError, ManifestValidationError
@@ -91,6 +92,7 @@ DOMAIN_ERRORS: tuple[tuple[type[RelayflowError], int, str | None], ...] = (
     (NotParkedError, 409, "not_parked"),
     (InboxFullError, 409, "inbox_full"),
     (WorkflowNotFoundError, 404, "workflow_not_found"),
+    (VersionNotFoundError, 409, "version_not_found"),
     (EventTooLargeError, 413, "payload_too_large"),
     (InvalidEventError, 400, None),
     (ManifestValidationError, 400, "invalid_body"),

@@ -24,6 +24,12 @@ from relayflow.api.model_bases import (
     ResponseModel,
     no_default,
 )
+from relayflow.api.version_models import (
+    VERSIONING_DESCRIPTION,
+    CodeVersionView,
+    Versioning,
+    VersionWaitView,
+)
 from relayflow.flow.declarations import (
     MAX_KEY_LENGTH,
     MAX_PRIORITY,
@@ -32,6 +38,7 @@ from relayflow.flow.declarations import (
     TriggerOptions,
 )
 from relayflow.protocol import CheckpointEntry, ErrorEnvelope
+from relayflow.version_locks import MAX_VERSION_LENGTH
 
 Environment = Literal["production", "preview", "development"]
 RunStatus = Literal[
@@ -108,6 +115,14 @@ class TriggerRunRequest(RequestModel):
         min_length=1,
         max_length=MAX_KEY_LENGTH,
         description="replaces the key the workflow's concurrency declaration computes",
+    )
+    lock_to_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        description="the run's workflowVersion (default v1); with a manifest registered for "
+        "the environment it must be the version the manifest lists for the workflow, else "
+        "409 version_not_found and no run is created",
     )
 
     def flow_options(self) -> TriggerOptions:
@@ -299,6 +314,15 @@ class RunView(ResponseModel):
     reruns: list[str] = Field(
         default_factory=list, description="the ids of the runs that rerun this one, oldest first"
     )
+    code_version: CodeVersionView | None = Field(
+        default=None, description="the code the run is on (absent before the first answer)"
+    )
+    versioning: Versioning | None = Field(default=None, description=VERSIONING_DESCRIPTION)
+    version_wait: VersionWaitView | None = Field(
+        default=None,
+        description="set while a pinned run waits for its code version to answer again "
+        "(POST /api/runs/{id}/upgrade moves it to the current version)",
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -338,6 +362,13 @@ class RunSummaryView(ResponseModel):
     pause: PauseView | None = Field(default=None, description="set while the run is paused")
     redrive_count: int = 0
     rerun_of: RerunOriginView | None = None
+    code_version: CodeVersionView | None = Field(
+        default=None, description="the code the run is on (absent before the first answer)"
+    )
+    versioning: Versioning | None = Field(default=None, description=VERSIONING_DESCRIPTION)
+    version_wait: VersionWaitView | None = Field(
+        default=None, description="set while a pinned run waits for its code version"
+    )
 
 
 class RunListView(ResponseModel):
@@ -357,7 +388,8 @@ class TimelineEntryView(ResponseModel):
         default=None,
         description="the wait kind (DATETIME, EVENT, SIGNAL, MANUAL, RUN) of a wait; the "
         "journal kind of a step entry other than a plain step (token, condition, group, "
-        "branch, batch, ...); the action (pause, resume, cancel, redrive, rerun) of an action",
+        "branch, batch, ...); the action (pause, resume, cancel, redrive, rerun, upgrade) "
+        "of an action",
     )
     started_at: int
     ended_at: int | None = None

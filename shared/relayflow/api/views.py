@@ -108,6 +108,15 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "redrives": [redrive_view(redrive) for redrive in detail.redrives],
         "rerun_of": _dump(detail.rerun_of),
         "reruns": list(detail.reruns),
+        **_version_fields(detail),
+    }
+
+
+def _version_fields(item: RunSummary) -> dict[str, Any]:
+    return {
+        "code_version": _dump(item.code_version),
+        "versioning": item.versioning,
+        "version_wait": _dump(item.version_wait),
     }
 
 
@@ -157,6 +166,7 @@ def run_summary(item: RunSummary) -> RunSummaryView:
             "pause": _dump(item.pause),
             "redrive_count": item.redrive_count,
             "rerun_of": _dump(item.rerun_of),
+            **_version_fields(item),
         }
     )
 

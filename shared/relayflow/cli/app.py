@@ -33,6 +33,7 @@ from relayflow.cli.manifest import cmd_manifest_build, cmd_manifest_push, cmd_ma
 from relayflow.cli.replay import add_replay_commands
 from relayflow.cli.schedules import add_schedule_commands
 from relayflow.cli.values import UsageError
+from relayflow.cli.versions import add_versions_command
 from relayflow.cli.workflows import add_workflow_commands
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -82,12 +83,13 @@ def _wait_options(parser: argparse.ArgumentParser, timeout: float) -> None:
 def _run_action_parsers(
     runs_sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    """``runs pause|resume|redrive|rerun ID``."""
+    """``runs pause|resume|redrive|rerun|upgrade ID``."""
     helps = {
         "pause": "pause a running or waiting run",
         "resume": "resume a paused run",
         "redrive": "continue a failed, cancelled or compensation_failed run from its failure",
         "rerun": "start a new run from a top-level step of an ended run",
+        "upgrade": "move a run that has not ended to the current version of its code",
     }
     for action, text in helps.items():
         p = runs_sub.add_parser(action, parents=[common], help=text)
@@ -124,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="tag the run (repeatable)")
     p.add_argument("--env", choices=ENVIRONMENTS, help="environment of the run")
     p.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    p.add_argument(
+        "--lock-to-version",
+        help="the run's workflow version (default v1; must be the manifest's, when one is "
+        "registered)",
+    )
     flow = p.add_argument_group("flow control (see the flow-control guide)")
     flow.add_argument("--delay", help="start the run this long from now, e.g. 10m")
     flow.add_argument("--ttl", help="cancel the run (TTL_EXPIRED) if it has not started by then")
@@ -144,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=ENVIRONMENTS, help="only runs of this environment")
     p.add_argument("--since", help="started at or after (epoch ms or RFC 3339)")
     p.add_argument("--until", help="started before (epoch ms or RFC 3339)")
+    p.add_argument("--version", help="only runs on this build (see relayflow versions)")
     p.add_argument("--limit", type=int, default=20, help="page size (%(default)s)")
     p.add_argument("--cursor", help="the cursor printed by the previous page")
     p.set_defaults(handler=cmd_runs_list)
@@ -224,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_schedule_commands(sub, common, _env_option)
     add_concurrency_commands(sub, common, _env_option)
     add_audit_command(sub, common, ENVIRONMENTS)
+    add_versions_command(sub, common, ENVIRONMENTS)
     add_workflow_commands(sub, common, ENVIRONMENTS)
 
     p = sub.add_parser("dev", help="run the local stack (moto, API, scheduler)")

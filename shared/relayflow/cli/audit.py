@@ -1,5 +1,5 @@
 """``relayflow audit``: the operator actions across runs (pauses, resumes, cancels, redrives,
-reruns, workflow pauses, bulk jobs), newest first."""
+reruns, upgrades, workflow pauses, bulk jobs), newest first."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from relayflow.cli.render import table
 from relayflow.cli.values import UsageError, parse_json_arg
 from relayflow.core.record import RunStatus
 
-ACTIONS = ("cancel", "pause", "resume", "redrive", "rerun")
+ACTIONS = ("cancel", "pause", "resume", "redrive", "rerun", "upgrade")
 STATUSES: tuple[str, ...] = get_args(RunStatus)
 #: A job run in one of these has ended: ``--follow`` stops.
 _ENDED = {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
@@ -34,6 +34,7 @@ def bulk_body(args: argparse.Namespace) -> dict[str, Any]:
         "workflowId": args.workflow,
         "statuses": args.status or None,
         "tag": args.tag,
+        "codeVersion": args.version,
         "since": _instant(args.since),
         "until": _instant(args.until),
     }
@@ -68,7 +69,9 @@ def cmd_runs_bulk(args: argparse.Namespace, con: Console) -> int:
     """``relayflow runs bulk ACTION``: count the matches, confirm, start the job."""
     body = bulk_body(args)
     if not body["filter"]:
-        raise UsageError("give a filter: --workflow, --status, --tag, --since, --until or --env")
+        raise UsageError(
+            "give a filter: --workflow, --status, --tag, --version, --since, --until or --env"
+        )
     counted = con.client.request("POST", _PATH, body={**body, "dryRun": True})
     matched = int(counted.get("matched", 0)) if isinstance(counted, dict) else 0
     if args.dry_run:
@@ -171,6 +174,7 @@ def add_bulk_commands(
         help="only runs with this status (repeatable)",
     )
     p.add_argument("--tag", help="only runs with this tag")
+    p.add_argument("--version", help="only runs on this build (see relayflow versions)")
     p.add_argument("--since", help="started at or after (epoch ms or RFC 3339)")
     p.add_argument("--until", help="started before (epoch ms or RFC 3339)")
     p.add_argument("--env", choices=envs, help="only runs of this environment")

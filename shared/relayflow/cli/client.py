@@ -183,7 +183,8 @@ class ApiClient:
     ) -> dict[str, Any]:
         """``POST /api/runs``: start a run (or return the run an idempotency key names, or
         the run a debounced trigger joined). ``flow`` holds the flow-control options by their
-        wire names (``delay``, ``ttl``, ``priority``, ``concurrencyKey``, ``debounce``)."""
+        wire names (``delay``, ``ttl``, ``priority``, ``concurrencyKey``, ``debounce``) and
+        ``lockToVersion``."""
         body: dict[str, Any] = {"workflowId": workflow_id, "input": input_value, **(flow or {})}
         if idempotency_key is not None:
             body["idempotencyKey"] = idempotency_key
@@ -208,6 +209,7 @@ class ApiClient:
         until: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        code_version: str | None = None,
     ) -> dict[str, Any]:
         """``GET /api/runs``: one page of runs, ``{runs, nextCursor}``."""
         params = {
@@ -217,6 +219,7 @@ class ApiClient:
             "tag": tag,
             "since": since,
             "until": until,
+            "codeVersion": code_version,
             "limit": limit,
             "cursor": cursor,
         }
@@ -253,8 +256,8 @@ class ApiClient:
     def run_action(
         self, run_id: str, action: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """``POST /api/runs/{id}/{action}`` for ``pause``, ``resume``, ``redrive`` or
-        ``rerun``: the run after the action (the new run for a rerun)."""
+        """``POST /api/runs/{id}/{action}`` for ``pause``, ``resume``, ``redrive``, ``rerun``
+        or ``upgrade``: the run after the action (the new run for a rerun)."""
         path = f"/api/runs/{_seg(run_id)}/{action}"
         return _as_dict(self.request("POST", path, body=body or {}))
 

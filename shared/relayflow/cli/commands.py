@@ -64,6 +64,7 @@ def cmd_trigger(args: argparse.Namespace, con: Console) -> int:
         "priority": args.priority,
         "concurrencyKey": args.concurrency_key,
         "debounce": parse_json_arg(args.debounce, what="--debounce", default=None),
+        "lockToVersion": args.lock_to_version,
     }
     run = con.client.trigger(
         args.workflow,
@@ -101,6 +102,7 @@ def cmd_runs_list(args: argparse.Namespace, con: Console) -> int:
         tag=args.tag,
         since=args.since,
         until=args.until,
+        code_version=args.version,
         limit=args.limit,
         cursor=args.cursor,
     )
@@ -125,6 +127,7 @@ _LIST_FILTERS = (
     ("env", "--env"),
     ("since", "--since"),
     ("until", "--until"),
+    ("version", "--version"),
 )
 
 
@@ -173,7 +176,7 @@ def cmd_runs_cancel(args: argparse.Namespace, con: Console) -> int:
 
 
 def cmd_runs_action(args: argparse.Namespace, con: Console) -> int:
-    """``relayflow runs pause|resume|redrive|rerun ID``: the action, then the run as
+    """``relayflow runs pause|resume|redrive|rerun|upgrade ID``: the action, then the run as
     ``runs get`` prints it (the new run for a rerun)."""
     body: dict[str, Any] = {}
     if args.reason is not None:

@@ -118,9 +118,43 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
                 format_time(pick(run, "startedAt", "started_at")),
                 format_duration(run_duration_ms(run)),
                 ",".join(str(t) for t in tags) if isinstance(tags, list) else str(tags),
+                version_label(run),
             ]
         )
-    return table(["RUN", "WORKFLOW", "STATUS", "STARTED (UTC)", "DURATION", "TAGS"], rows)
+    headers = ["RUN", "WORKFLOW", "STATUS", "STARTED (UTC)", "DURATION", "TAGS", "VERSION"]
+    return table(headers, rows)
+
+
+def version_label(run: Mapping[str, Any]) -> str:
+    """``build-7`` (the build a run is on), ``build-7 (waiting)`` while the run waits for it,
+    ``-`` before any code answered it."""
+    version = run.get("codeVersion")
+    build = version.get("build") if isinstance(version, dict) else None
+    label = str(build) if build else "-"
+    return f"{label} (waiting)" if run.get("versionWait") else label
+
+
+def version_lines(run: Mapping[str, Any]) -> list[str]:
+    """The ``runs get`` lines of the code a run is on and why it waits for it."""
+    version = run.get("codeVersion")
+    versioning = run.get("versioning")
+    if not isinstance(version, dict) and versioning is None:
+        return []
+    where = "no code answered yet"
+    if isinstance(version, dict):
+        function = version.get("function")
+        where = f"build {version.get('build', '?')}" + (
+            f", function {function}" if function else ""
+        )
+    lines = [f"version   {where}" + (f" ({versioning})" if versioning else "")]
+    wait = run.get("versionWait")
+    if isinstance(wait, dict):
+        lines.append(
+            f"          waiting for it since {format_time(wait.get('since'))} "
+            f"({wait.get('attempts', '?')} tries): {wait.get('reason', '')}"
+        )
+        lines.append(f"          move it: relayflow runs upgrade {pick(run, 'id', default='RUN')}")
+    return lines
 
 
 def timeline_entries(raw: Any) -> list[dict[str, Any]]:
@@ -312,6 +346,7 @@ def run_details(
     tags = pick(run, "tags", default=[])
     if tags:
         lines.append(f"tags      {', '.join(str(t) for t in tags)}")
+    lines.extend(version_lines(run))
     lines.extend(operations_lines(run))
     waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]
     for index, wait in enumerate(waits):

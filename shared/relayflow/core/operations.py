@@ -1,4 +1,5 @@
-"""Operator actions on one run: pause, resume, redrive and the journal a rerun starts from.
+"""Operator actions on one run: pause, resume, redrive, upgrade and the journal a rerun
+starts from.
 
 Pure: each returns the new record and its effects; the engine saves and applies them (see
 docs/guides/operating-runs.md for what each means to a user). An action carries an id: an
@@ -13,6 +14,7 @@ from typing import Any
 from relayflow.core.effects import ArmAlarm, Dispatch, Transition
 from relayflow.core.outcome import arm, fail_on_timeout, run_again, working_copy
 from relayflow.core.record import NOT_STARTED, PauseState, Redrive, RunAction, RunRecord
+from relayflow.core.versions import pin_of, unpin
 from relayflow.errors import RunActionConflictError, RunTerminalError, StepNotFoundError
 from relayflow.protocol import Journal, RetryOverride, SerializedError, StepJournalEntry
 
@@ -125,6 +127,35 @@ def resume(record: RunRecord, action: RunAction, now: int) -> Transition:
     if timed_out is not None:
         return Transition(rec, tuple(timed_out))
     return Transition(rec, tuple(run_again(rec, now)))
+
+
+def upgrade(record: RunRecord, action: RunAction, now: int) -> Transition:
+    """Move a run that has not ended to the current code: its next invocation goes to
+    whatever build answers then (which it records and, when pinned, keeps); a run waiting
+    for its pinned build is tried at once. A paused run moves too and runs on resume.
+
+    A run that names no build (an ``upgrade`` workflow's, or one not yet answered) has
+    nothing to change: the action is kept all the same, its detail ``from`` null.
+
+    Raises:
+        RunTerminalError: The run ended (``already_terminal``).
+    """
+    if applied(record, action.id):
+        return Transition(record, (), changed=False)
+    _refuse_ended(record, "upgraded")
+    pinned = pin_of(record)
+    waiting = record.version_wait
+    rec = working_copy(record)
+    detail = dict(action.detail)
+    detail["from"] = pinned.model_dump(mode="json", by_alias=True) if pinned is not None else None
+    detail["versionWait"] = waiting.reason if waiting is not None else None
+    note(rec, action.model_copy(update={"detail": detail}))
+    if pinned is None and waiting is None:
+        return Transition(rec, ())
+    unpin(rec, now)
+    if waiting is not None and rec.status == "running" and rec.wake_at is not None:
+        return Transition(rec, (Dispatch(rec.id),))
+    return Transition(rec, ())
 
 
 def _hold(rec: RunRecord) -> None:

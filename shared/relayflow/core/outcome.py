@@ -152,12 +152,14 @@ def child_spec(record: RunRecord, wait: Waitpoint) -> tuple[TriggerSpec, bool]:
     detached = is_detached(wait)
     tags = meta.get("tags") or []
     key = meta.get("idempotencyKey")
+    locked = meta.get("lockToVersion")
     wid = wait.client_waitpoint_id
     spec = TriggerSpec(
         workflow_id=str(meta.get("childWorkflowId", "")),
         input=meta.get("childInput"),
         run_id=f"{record.id}/{wid}",
-        workflow_version=record.workflow_version,
+        # A child runs its parent's version unless its invoke locks it to another.
+        workflow_version=locked if isinstance(locked, str) and locked else record.workflow_version,
         environment=record.environment,
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         tenant_meta=record.tenant_meta,

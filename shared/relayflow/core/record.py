@@ -132,7 +132,7 @@ class CompensationSkipped(RecordModel):
     host_status: str
 
 
-ActionKind = Literal["pause", "resume", "cancel", "redrive", "rerun"]
+ActionKind = Literal["pause", "resume", "cancel", "redrive", "rerun", "upgrade"]
 #: What a paused run becomes when resumed: its status before the pause, or ``start`` for a
 #: run inserted paused (its workflow was paused) that has not started yet.
 ResumeTo = Literal["running", "waiting", "start"]
@@ -261,7 +261,8 @@ class RunRecord(RecordModel):
     #: ``per_invocation`` from the first answer that did not (None before any answer).
     durability: Durability | None = None
     # Operations (see core.actions and docs/guides/operating-runs.md).
-    #: The actions applied to the run (pause, resume, cancel, redrive, rerun), oldest first.
+    #: The actions applied to the run (pause, resume, cancel, redrive, rerun, upgrade), oldest
+    #: first.
     actions: list[RunAction] = Field(default_factory=list)
     #: Set while the run is ``paused``.
     pause: PauseState | None = None

@@ -45,8 +45,9 @@ class TimelineEntry(RecordModel):
     since start again from 1.
 
     An ``action`` entry is an operator action applied to the run: ``kind`` is ``pause``,
-    ``resume``, ``cancel``, ``redrive`` or ``rerun``, ``id`` the action id, ``by`` who asked,
-    ``reason`` why, ``detail`` what it chose or made; its ``outcome`` is ``applied``.
+    ``resume``, ``cancel``, ``redrive``, ``rerun`` or ``upgrade``, ``id`` the action id,
+    ``by`` who asked, ``reason`` why, ``detail`` what it chose or made; its ``outcome`` is
+    ``applied``.
     """
 
     type: Literal["step", "wait", "action"]
@@ -158,7 +159,7 @@ def _step_entries(
 
 def action_entries(record: RunRecord) -> list[TimelineEntry]:
     """One entry per operator action applied to ``record`` (pause, resume, cancel, redrive,
-    rerun), oldest first."""
+    rerun, upgrade), oldest first."""
     return [
         TimelineEntry(
             type="action",

@@ -16,7 +16,7 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at
 from relayflow.protocol import CodeVersion, StepResponse
 
-__all__ = ["pin_of", "record_code_version", "unpin", "wait_for_version"]
+__all__ = ["build_of", "pin_of", "record_code_version", "unpin", "wait_for_version"]
 
 
 def pin_of(record: RunRecord) -> CodeVersion | None:
@@ -24,6 +24,11 @@ def pin_of(record: RunRecord) -> CodeVersion | None:
     if record.versioning == "upgrade":
         return None
     return record.code_version
+
+
+def build_of(record: RunRecord) -> str | None:
+    """The build the run is on (None: no code has answered it since it started or moved)."""
+    return record.code_version.build if record.code_version is not None else None
 
 
 def record_code_version(rec: RunRecord, response: StepResponse) -> None:

@@ -80,6 +80,11 @@ class RunSummary(RecordModel):
     redrive_count: int = 0
     #: The run this one reruns from a step, and the step.
     rerun_of: RerunOrigin | None = None
+    #: The code the run is on (see docs/guides/versioning.md), how its workflow meets new
+    #: code, and why it waits for its code version when it does.
+    code_version: CodeVersion | None = None
+    versioning: Versioning | None = None
+    version_wait: VersionWait | None = None
 
 
 class TimelinePage(RecordModel):
@@ -133,11 +138,6 @@ class RunDetail(RunSummary):
     redrives: list[Redrive] = Field(default_factory=list)
     #: The runs that rerun this one from a step, oldest first.
     reruns: list[str] = Field(default_factory=list)
-    #: The code the run is on (see docs/guides/versioning.md), how its workflow meets new
-    #: code, and why it waits for its code version when it does.
-    code_version: CodeVersion | None = None
-    versioning: Versioning | None = None
-    version_wait: VersionWait | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -193,6 +193,9 @@ def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> 
         pause=record.pause,
         redrive_count=record.redrive_count,
         rerun_of=record.rerun_of,
+        code_version=record.code_version,
+        versioning=record.versioning,
+        version_wait=record.version_wait,
     )
 
 
@@ -336,9 +339,6 @@ def detail(
         actions=list(record.actions),
         redrives=list(record.redrives),
         reruns=list(record.reruns),
-        code_version=record.code_version,
-        versioning=record.versioning,
-        version_wait=record.version_wait,
     )
     if entries is not None:
         view._timeline = entries

@@ -12,7 +12,7 @@ from relayflow.core.deferred import deferred
 from relayflow.core.effects import Effect, Transition
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, inject, on_alarm
-from relayflow.core.operations import applied, note, pause, redrive, resume
+from relayflow.core.operations import applied, note, pause, redrive, resume, upgrade
 from relayflow.core.pending import result_in, take
 from relayflow.core.record import NOT_STARTED, RunAction, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
@@ -284,6 +284,20 @@ class Engine(RunOperations, InvocationCycle):
             lambda rec, act, now: redrive(rec, act, now, retry),
             work,
         )
+        return self._go_on(run_id, work)
+
+    def upgrade(
+        self, run_id: str, *, by: str, action_id: str | None = None, reason: str | None = None
+    ) -> RunRecord:
+        """Move a run that has not ended to the current code (see
+        docs/guides/operating-runs.md): a run waiting for its pinned build is tried at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunTerminalError: The run ended (``already_terminal``).
+        """
+        work = Work()
+        self._act(run_id, action_at("upgrade", by, action_id, reason), upgrade, work)
         return self._go_on(run_id, work)
 
     def rerun(

@@ -1,7 +1,7 @@
 """Operator actions in the engine: the action each call applies, recording actions in the
 audit log, new runs of a paused workflow, and the trigger of a rerun.
 
-The entry points (``pause``, ``resume``, ``redrive``, ``rerun``) are on
+The entry points (``pause``, ``resume``, ``redrive``, ``rerun``, ``upgrade``) are on
 :class:`~relayflow.engine.Engine`; the transitions are in :mod:`relayflow.core.operations`.
 """
 
@@ -66,7 +66,8 @@ class RunOperations(DeferredStarts):
             return transition, (taken if transition.changed else None)
 
         saved, taken = self._mutate(run_id, step, work)
-        held = taken or next((a for a in saved.actions if a.id == action(0).id), None)
+        # As the run keeps it: an action may add to its detail what it found on the run.
+        held = next((a for a in saved.actions if a.id == action(0).id), taken)
         if held is not None:
             # Recorded again on a repeat too (the same id and time are stored once): a
             # process that died between the run's save and the audit record is made good.

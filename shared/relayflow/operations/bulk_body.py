@@ -54,6 +54,7 @@ def run_query(job_filter: BulkFilter, *, limit: int, cursor: str | None) -> RunQ
         tag=job_filter.tag,
         started_after=job_filter.since,
         started_before=job_filter.until,
+        code_version=job_filter.code_version,
         limit=limit,
         cursor=cursor,
     )
@@ -80,6 +81,8 @@ def apply_action(engine: Engine, job: BulkJobInput, job_id: str, run_id: str) ->
         engine.resume(run_id, by=by, action_id=job_id, reason=reason)
     elif job.action == "redrive":
         engine.redrive(run_id, by=by, action_id=job_id, reason=reason, retry=options.retry)
+    elif job.action == "upgrade":
+        engine.upgrade(run_id, by=by, action_id=job_id, reason=reason)
     else:
         extra: dict[str, Any] = {} if options.keeps_input() else {"input": options.input}
         engine.rerun(

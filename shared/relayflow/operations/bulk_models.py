@@ -3,7 +3,7 @@ progress, as stored in the job run (camelCase, like every stored model)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -12,8 +12,8 @@ from relayflow.protocol import ENVIRONMENTS, RetryOverride
 
 #: The built-in workflow whose runs are bulk jobs.
 BULK_WORKFLOW_ID = "relayflow.bulk-action"
-BulkAction = Literal["cancel", "pause", "resume", "redrive", "rerun"]
-BULK_ACTIONS: tuple[str, ...] = ("cancel", "pause", "resume", "redrive", "rerun")
+BulkAction = Literal["cancel", "pause", "resume", "redrive", "rerun", "upgrade"]
+BULK_ACTIONS: tuple[str, ...] = get_args(BulkAction)
 MAX_CONCURRENCY = 32
 DEFAULT_CONCURRENCY = 8
 DEFAULT_PAGE_SIZE = 100
@@ -36,6 +36,8 @@ class BulkFilter(RecordModel):
     tag: str | None = None
     since: int | None = None
     until: int | None = None
+    #: The build the runs are on (``codeVersion.build``).
+    code_version: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> BulkFilter:
@@ -46,15 +48,14 @@ class BulkFilter(RecordModel):
         if not self.given():
             raise ValueError(
                 "a bulk action needs a filter: give at least one of environment, workflowId, "
-                "statuses, tag, since or until"
+                "statuses, tag, since, until or codeVersion"
             )
         return self
 
     def given(self) -> bool:
         """Whether any criterion is set (an empty filter would match every run)."""
-        return any((self.environment, self.workflow_id, self.statuses, self.tag)) or (
-            self.since is not None or self.until is not None
-        )
+        given = (self.environment, self.workflow_id, self.statuses, self.tag, self.code_version)
+        return any(given) or (self.since is not None or self.until is not None)
 
 
 class BulkOptions(RecordModel):

@@ -10,7 +10,15 @@ from pydantic import Field
 from relayflow.core.record import RecordModel
 
 AuditKind = Literal[
-    "pause", "resume", "cancel", "redrive", "rerun", "pause_workflow", "resume_workflow", "bulk"
+    "pause",
+    "resume",
+    "cancel",
+    "redrive",
+    "rerun",
+    "upgrade",
+    "pause_workflow",
+    "resume_workflow",
+    "bulk",
 ]
 
 

@@ -240,8 +240,12 @@ class WorkflowContext(_BaseContext):
         idempotency_key: str | None = None,
         serdes: Serdes | None = None,
         tags: Sequence[str] = (),
+        lock_to_version: str | None = None,
     ) -> Any:
         """Start a child run and return its output (``None`` when ``detach``).
+
+        The child runs with this run's workflow version unless ``lock_to_version`` names
+        another (see docs/guides/versioning.md).
 
         Raises:
             ChildRunError: The child ended without completing (code ``CHILD_RUN_ENDED``;
@@ -255,6 +259,7 @@ class WorkflowContext(_BaseContext):
             idempotency_key=idempotency_key,
             serdes=serdes,
             tags=tuple(tags),
+            lock_to_version=lock_to_version,
         )
 
     async def parallel(

@@ -179,6 +179,7 @@ class SyncWorkflowContext(_BaseContext):
         idempotency_key: str | None = None,
         serdes: Serdes | None = None,
         tags: Sequence[str] = (),
+        lock_to_version: str | None = None,
     ) -> Any:
         """Start a child run (see :meth:`WorkflowContext.invoke`)."""
         return waits.invoke(
@@ -189,6 +190,7 @@ class SyncWorkflowContext(_BaseContext):
             idempotency_key=idempotency_key,
             serdes=serdes,
             tags=tuple(tags),
+            lock_to_version=lock_to_version,
         )
 
     def parallel(

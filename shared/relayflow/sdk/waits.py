@@ -181,6 +181,7 @@ def invoke(
     idempotency_key: str | None,
     serdes: Serdes | None,
     tags: tuple[str, ...],
+    lock_to_version: str | None = None,
 ) -> Any:
     """``ctx.invoke``: an ``invoke:<childWorkflowId>:<n>`` RUN wait."""
     child_id = target.id if isinstance(target, Workflow) else target
@@ -203,4 +204,8 @@ def invoke(
     }
     if idempotency_key is not None:
         meta["idempotencyKey"] = idempotency_key
+    if lock_to_version is not None:
+        if not isinstance(lock_to_version, str) or not lock_to_version:
+            raise ValueError(f"lock_to_version must be a non-empty string: {lock_to_version!r}")
+        meta["lockToVersion"] = lock_to_version
     return _suspend(core, wait_id, "RUN", meta, None)

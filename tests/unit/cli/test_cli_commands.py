@@ -255,10 +255,19 @@ def test_runs_list_prints_a_table_and_passes_filters(fake_api: FakeApi) -> None:
     )
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["RUN", "WORKFLOW", "STATUS", "STARTED", "(UTC)", "DURATION", "TAGS"]
+    assert lines[0].split() == [
+        "RUN",
+        "WORKFLOW",
+        "STATUS",
+        "STARTED",
+        "(UTC)",
+        "DURATION",
+        "TAGS",
+        "VERSION",
+    ]
     assert lines[1].split()[:3] == ["run_1", "orders.fulfil", "completed"]
     assert "4.2s" in lines[1]
-    assert lines[2].split()[-1] == "x"
+    assert lines[2].split()[-2:] == ["x", "-"], "no code answered the run yet"
     assert out.splitlines()[-1] == (
         "more: relayflow runs list --workflow orders.fulfil --status failed --tag x "
         "--limit 20 --cursor c2"

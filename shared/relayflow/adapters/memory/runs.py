@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
+from relayflow.core.versions import build_of
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import RunPage, RunQuery
 
@@ -21,6 +22,8 @@ def matches_query(record: RunRecord, query: RunQuery) -> bool:
     if query.statuses and record.status not in query.statuses:
         return False
     if query.tag is not None and query.tag not in record.tags:
+        return False
+    if query.code_version is not None and build_of(record) != query.code_version:
         return False
     if query.started_after is not None and record.started_at < query.started_after:
         return False

@@ -70,9 +70,9 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         "/api/audit",
         summary="List operator actions, newest first",
         description=(
-            "Every single-run action (pause, resume, cancel, redrive, rerun), every workflow "
-            "pause and resume and every bulk job, each recorded once per action id. Without "
-            f"since, the listing goes back {_WINDOW_DAYS} days; entries are kept 400 days."
+            "Every single-run action (pause, resume, cancel, redrive, rerun, upgrade), every "
+            "workflow pause and resume and every bulk job, each recorded once per action id. "
+            f"Without since, the listing goes back {_WINDOW_DAYS} days; entries are kept 400 days."
         ),
         tags=["audit"],
         operation_id="listAudit",

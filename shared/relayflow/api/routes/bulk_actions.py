@@ -59,8 +59,9 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         description=(
             "Starts a bulk job: a run of the built-in workflow relayflow.bulk-action that "
             "pages through the matches and applies the action (cancel, pause, resume, "
-            "redrive, rerun) to each, with the job's id as every action's id. dryRun: true "
-            "answers 200 with the number of runs the filter matches now and changes nothing. "
+            "redrive, rerun, upgrade) to each, with the job's id as every action's id. "
+            "dryRun: true answers 200 with the number of runs the filter matches now and "
+            "changes nothing. "
             "An Idempotency-Key header makes the request retry-safe: the same key never "
             "starts two jobs."
         ),

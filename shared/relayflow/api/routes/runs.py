@@ -1,5 +1,5 @@
 """Routes of ``/api/runs``: trigger, list, get, timeline, operator actions (cancel, pause,
-resume, redrive, rerun) and injections."""
+resume, redrive, rerun, upgrade) and injections."""
 
 from __future__ import annotations
 
@@ -187,6 +187,15 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 json_schema_extra=INSTANT_SCHEMA,
             ),
         ] = None,
+        code_version: Annotated[
+            str | None,
+            Query(
+                alias="codeVersion",
+                min_length=1,
+                max_length=256,
+                description="runs on this build (codeVersion.build of a run)",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[
             str | None,
@@ -203,6 +212,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 started_before=parse_instant("until", until),
                 limit=limit,
                 cursor=cursor,
+                code_version=code_version,
             )
         except ValidationError as exc:
             raise ApiError(400, "invalid_query", exc.message) from None
@@ -341,6 +351,31 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         request = body or RunActionRequest()
         with scope():
             run = backend.resume(
+                unquote(run_id), request.reason, by=caller_name(), action_id=action_id()
+            )
+        return run_view(observe(run))
+
+    @router.post(
+        "/api/runs/<run_id>/upgrade",
+        summary="Move a run to the current version",
+        description=(
+            "The run's next invocation goes to the code that answers now (which a pinned run "
+            "then keeps): a run waiting for its pinned version is tried at once, a paused run "
+            "moves and runs on resume. A run on no particular version (an upgrade workflow's, "
+            "or one no code answered yet) answers 200 with the action kept and nothing "
+            "changed (its detail from is null). 409: already_terminal." + ACTION_KEY
+        ),
+        tags=["runs"],
+        operation_id="upgradeRun",
+        security=_WRITE,
+        responses=action_responses,
+    )
+    def upgrade_run(
+        run_id: RunId, body: Annotated[RunActionRequest | None, Body()] = None
+    ) -> RunView:
+        request = body or RunActionRequest()
+        with scope():
+            run = backend.upgrade(
                 unquote(run_id), request.reason, by=caller_name(), action_id=action_id()
             )
         return run_view(observe(run))

@@ -1,11 +1,11 @@
-// The audit log: every operator action (pause, resume, cancel, redrive, rerun, workflow pauses,
-// bulk jobs), newest first, filtered by kind and workflow in the address, paged by cursor.
+// The audit log: every operator action (pause, resume, cancel, redrive, rerun, upgrade,
+// workflow pauses, bulk jobs), newest first, filtered by kind and workflow in the address, paged by cursor.
 
 import { api, ApiError } from "./api.js";
 import { h, replace } from "./dom.js";
 import { timeCell } from "./format.js";
 
-export const KINDS = ["pause", "resume", "cancel", "redrive", "rerun", "pause_workflow", "resume_workflow", "bulk"];
+export const KINDS = ["pause", "resume", "cancel", "redrive", "rerun", "upgrade", "pause_workflow", "resume_workflow", "bulk"];
 const ENVIRONMENTS = ["development", "preview", "production"];
 const PAGE_SIZE = 50;
 

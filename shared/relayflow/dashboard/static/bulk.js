@@ -6,7 +6,7 @@ import { api, ApiError } from "./api.js";
 import { h, replace, toast } from "./dom.js";
 import { timeCell } from "./format.js";
 
-const ACTIONS = ["cancel", "pause", "resume", "redrive", "rerun"];
+const ACTIONS = ["cancel", "pause", "resume", "redrive", "rerun", "upgrade"];
 const ENDED = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
 const REFRESH_MS = 1000;
 const SHOWN_REASONS = 20;
@@ -32,6 +32,7 @@ export function bulkFilter(params) {
   if (params.get("workflow")) filter.workflowId = params.get("workflow");
   if (params.get("status")) filter.statuses = [params.get("status")];
   if (params.get("tag")) filter.tag = params.get("tag");
+  if (params.get("version")) filter.codeVersion = params.get("version");
   if (params.get("since")) filter.since = params.get("since");
   if (params.get("until")) filter.until = params.get("until");
   return filter;

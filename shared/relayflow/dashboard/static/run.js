@@ -1,5 +1,6 @@
 // One run: its facts and values, the timeline as a Gantt chart, actions on its pending waits,
-// the operator actions (pause, resume, redrive, cancel, rerun from a step) and the journal,
+// the operator actions (pause, resume, redrive, upgrade, cancel, rerun from a step) and the
+// journal,
 // live until the run ends.
 
 import { api, ApiError, runPath } from "./api.js";
@@ -10,6 +11,7 @@ import { errorPanel, errorSummary, failedAttempts } from "./failures.js";
 import { jsonView } from "./json.js";
 import { actionsPanel, openRerunDialog, operationFacts, rerunnable } from "./run_actions.js";
 import { statusBadge } from "./runs.js";
+import { pinned, versionFact } from "./versions.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
 const STREAM_WAIT_MS = 15000;
@@ -30,7 +32,7 @@ function facts(run) {
     : "—";
   return h("dl", { class: "facts" },
     row("Workflow", h("a", { href: "#/runs?workflow=" + encodeURIComponent(run.workflowId) }, run.workflowId)),
-    row("Version", run.workflowVersion || "—"),
+    row("Version", versionFact(run)),
     row("Environment", run.environment),
     row("Started", [timeCell(run.startedAt), ` (${formatTime(run.startedAt)})`]),
     row("Ended", run.completedAt ? [timeCell(run.completedAt), ` (${formatTime(run.completedAt)})`] : "not yet"),
@@ -140,6 +142,7 @@ export function renderRun(main, runId, ctx) {
   let stopped = false;
   let pendingKey = null;
   let shownStatus = null;
+  let shownActions = null;
   // The journal's position, kept across follows: an action can bring an ended run back.
   let after = 0;
   let following = false;
@@ -202,8 +205,10 @@ export function renderRun(main, runId, ctx) {
       pendingKey = key;
       replace(waitsBox, waits.length ? section("Pending waits", waits.map((w) => waitActions(run, w, refresh))) : null);
     }
-    if (shownStatus !== run.status) {
-      shownStatus = run.status;
+    const actionsKey = `${run.status} ${pinned(run)} ${Boolean(run.versionWait)}`;
+    shownStatus = run.status;
+    if (shownActions !== actionsKey) {
+      shownActions = actionsKey;
       replace(actionsBox, actionsPanel(run, acted));
     }
     renderTimeline(timelineBox, entries, run);

@@ -1,10 +1,11 @@
-// Operator actions on one run: pause, resume, redrive and cancel (each shown only when it
-// applies to the run's status), what operators did to it (paused since, redrives, rerun links)
+// Operator actions on one run: pause, resume, redrive, upgrade to the current version and
+// cancel (each shown only when it applies to the run), what operators did to it (paused since, redrives, rerun links)
 // and the "Rerun from here" dialog. A refused action (409) shows the API's message.
 
 import { api, ApiError, runPath } from "./api.js";
 import { h, toast } from "./dom.js";
 import { formatTime, timeCell } from "./format.js";
+import { pinned } from "./versions.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
 const PAUSABLE = new Set(["running", "waiting"]);
@@ -72,6 +73,15 @@ export function actionsPanel(run, refresh) {
       if (attempts.value.trim()) body.retry = { max: Number(attempts.value) };
       act("redrive", body, "Redriven");
     } }, "Redrive"));
+  }
+  if (!TERMINAL.has(run.status) && pinned(run)) {
+    // Prominent while the run waits for a version that may never answer again.
+    const upgrade = () => {
+      if (window.confirm("Move this run to the current version of its code? Its next invocation runs on the code deployed now.")) {
+        act("upgrade", {}, "Moved to the current version");
+      }
+    };
+    buttons.push(h("button", { type: "button", class: run.versionWait ? "primary" : "", id: "upgrade-run", onclick: upgrade }, "Upgrade to current version"));
   }
   if (!TERMINAL.has(run.status)) {
     const cancel = (compensate) => {

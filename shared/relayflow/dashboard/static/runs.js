@@ -4,6 +4,7 @@ import { api, ApiError } from "./api.js";
 import { openBulkDialog } from "./bulk.js";
 import { h, replace } from "./dom.js";
 import { formatDuration, timeCell } from "./format.js";
+import { versionBadge } from "./versions.js";
 import { workflowPausePanel } from "./workflow_pause.js";
 
 export const STATUSES = ["queued", "delayed", "paused", "running", "waiting", "completed", "failed", "cancelled", "compensated", "compensation_failed"];
@@ -38,13 +39,15 @@ export function runsTable(runs) {
     h("td", {}, statusBadge(run.status)),
     h("td", {}, timeCell(run.startedAt)),
     h("td", { class: "hide-narrow" }, run.completedAt ? formatDuration(run.completedAt - run.startedAt) : "—"),
-    h("td", { class: "hide-narrow" }, (run.tags || []).map((t) => h("span", { class: "tag" }, t)))));
+    h("td", { class: "hide-narrow" }, (run.tags || []).map((t) => h("span", { class: "tag" }, t))),
+    h("td", { class: "hide-narrow" }, versionBadge(run))));
   return h("div", { class: "table-wrap" }, h("table", { id: "runs-table" },
     h("caption", { class: "muted" }, `${runs.length} run${runs.length === 1 ? "" : "s"}, newest first`),
     h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Workflow"), h("th", { scope: "col" }, "Status"),
       h("th", { scope: "col" }, "Started"), h("th", { scope: "col", class: "hide-narrow" }, "Duration"),
-      h("th", { scope: "col", class: "hide-narrow" }, "Tags"))),
+      h("th", { scope: "col", class: "hide-narrow" }, "Tags"),
+      h("th", { scope: "col", class: "hide-narrow" }, "Version"))),
     h("tbody", {}, rows)));
 }
 
@@ -81,6 +84,7 @@ function filterForm(params, ctx) {
   h("datalist", { id: "workflow-ids" }),
   field("status", "Status", select(STATUSES, params.get("status"), "any")),
   field("tag", "Tag", h("input", { value: params.get("tag") || "", size: 10 })),
+  field("version", "Build", h("input", { value: params.get("version") || "", size: 12, placeholder: "any" })),
   field("environment", "Environment", select(ENVIRONMENTS, params.get("environment"), "any")),
   field("since", "Started after", h("input", { type: "datetime-local", value: toLocalInput(params.get("since")) })),
   field("until", "Started before", h("input", { type: "datetime-local", value: toLocalInput(params.get("until")) })),
@@ -96,6 +100,7 @@ export function renderRuns(main, params, ctx) {
     workflowId: params.get("workflow") || undefined,
     status: params.get("status") || undefined,
     tag: params.get("tag") || undefined,
+    codeVersion: params.get("version") || undefined,
     environment: params.get("environment") || undefined,
     since: params.get("since") || undefined,
     until: params.get("until") || undefined,

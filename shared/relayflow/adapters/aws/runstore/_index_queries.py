@@ -16,6 +16,7 @@ from relayflow.adapters.aws.errors import reraise
 from relayflow.adapters.aws.runstore import _keys
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
+from relayflow.core.versions import build_of
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
 from relayflow.ports import RunPage, RunQuery
@@ -103,12 +104,14 @@ class RunIndexReader:
         """The headers of the first ``count`` index items whose run still answers ``query``.
 
         The indexes are eventually consistent (a run may have left the queried status since
-        its entry was written) and running and waiting share ``live``: the strongly read
-        header decides, read in batches as the page fills.
+        its entry was written), running and waiting share ``live`` and the code version is in
+        the header only: the strongly read header decides, read in batches as the page
+        fills.
         """
         chosen: list[tuple[RunRecord, list[UnavailableValue]]] = []
         while len(chosen) < count:
-            size = _HEADER_BATCH if wanted is not None else count - len(chosen)
+            sifted = wanted is not None or query.code_version is not None
+            size = _HEADER_BATCH if sifted else count - len(chosen)
             batch = [item[tables.PK]["S"] for item in itertools.islice(items, size)]
             if not batch:
                 break
@@ -253,12 +256,14 @@ class RunIndexReader:
 
 
 def _matches(record: RunRecord, query: RunQuery) -> bool:
-    """Whether a run's current header still answers ``query`` (its start time never moves)."""
+    """Whether a run's current header still answers ``query`` (its start time never moves;
+    the code version, in the header document only, is checked here and nowhere else)."""
     return (
         (not query.statuses or record.status in query.statuses)
         and (query.environment is None or record.environment == query.environment)
         and (query.workflow_id is None or record.workflow_id == query.workflow_id)
         and (query.tag is None or query.tag in record.tags)
+        and (query.code_version is None or build_of(record) == query.code_version)
     )
 
 

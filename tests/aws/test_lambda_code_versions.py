@@ -267,3 +267,18 @@ def test_a_deleted_drive_version_leaves_the_run_waiting_until_it_is_moved() -> N
     assert done.status == "completed" and done.output == ["1", "2"]
     assert done.code_version == CodeVersion(build="build-2", function=f"{DRIVE}:2")
     assert done.version_wait is None
+
+
+def test_a_run_on_latest_is_recorded_with_a_warning_in_its_view() -> None:
+    _register("pinned")
+    settings = dataclasses.replace(SETTINGS, dispatcher=DispatchTarget("lambda", WORKER))
+    deployment = Deployment(settings)
+    deployment.fake.publish(WORKER, build="build-1", code=deployment.worker_code())
+    run = deployment.driver.trigger("lambda.versions", {})
+    assert run.code_version == CodeVersion(build="build-1", function=f"{WORKER}:$LATEST")
+    assert run.version_warning is not None
+    assert "stack-worker:$LATEST, which is not a published version" in run.version_warning
+
+    pinned = _worker_deployment()
+    pinned.fake.publish(WORKER, build="build-1", code=pinned.worker_code())
+    assert pinned.driver.trigger("lambda.versions", {}).version_warning is None

@@ -12,7 +12,7 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
 from relayflow.dispatch.http_dispatcher import TransportRetry
-from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
+from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher, PinnedFunctionHandOff
 from relayflow.dispatch.signing import RequestSigner
 from relayflow.errors import DispatchError
 
@@ -301,3 +301,36 @@ def test_a_pinned_version_that_no_longer_exists_makes_the_run_wait_not_fail() ->
     assert (status, body["error"]) == (409, "version_unavailable")
     assert "version 7 of step host function stack-worker no longer exists" in body["message"]
     assert sleeps == [], "a missing version is not retried as a transport failure"
+
+
+@pytest.mark.parametrize(
+    ("running", "pin"),
+    [
+        (None, "stack-drive:1"),  # not in Lambda: nothing to hand the request to
+        ("2", None),
+        ("2", "stack-drive:$LATEST"),
+        ("1", "stack-drive:1"),  # this very version refused it: another try would too
+    ],
+)
+def test_a_hand_off_reaches_only_another_published_version(
+    running: str | None, pin: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    if running is not None:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "stack-drive")
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_VERSION", running)
+    fake = FakeLambda([])
+    hand_off = PinnedFunctionHandOff(client_factory=lambda: fake)  # type: ignore[arg-type,return-value]
+    assert hand_off.reach(_pinned(pin)) is None
+    assert fake.calls == []
+
+
+def test_a_hand_off_invokes_the_pinned_version_of_the_named_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "stack-drive")
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_VERSION", "2")
+    fake = FakeLambda([{"statusCode": 200, "body": {"status": "completed"}}])
+    hand_off = PinnedFunctionHandOff(client_factory=lambda: fake)  # type: ignore[arg-type,return-value]
+    assert hand_off.reach(_pinned("stack-api:5")) == (200, {"status": "completed"})
+    assert [(c["FunctionName"], c["Qualifier"]) for c in fake.calls] == [("stack-api", "5")]

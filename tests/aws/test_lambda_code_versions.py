@@ -16,6 +16,7 @@ from relayflow import workflow
 from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.wiring import build_aws_driver
+from relayflow.api.handler import make_lambda_handler as make_api_handler
 from relayflow.api.metrics import RecordingMetrics
 from relayflow.clock import VirtualClock, wall_ms
 from relayflow.config import DispatchTarget, Settings
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.usefixtures("aws", "clean_registry")
 
 WORKER = "stack-worker"
 DRIVE = "stack-drive"
+API = "stack-api"
 
 
 class FakeLambdaClients(AwsClients):
@@ -282,3 +284,28 @@ def test_a_run_on_latest_is_recorded_with_a_warning_in_its_view() -> None:
     pinned = _worker_deployment()
     pinned.fake.publish(WORKER, build="build-1", code=pinned.worker_code())
     assert pinned.driver.trigger("lambda.versions", {}).version_warning is None
+
+
+def test_a_run_started_by_the_api_function_is_handed_to_that_api_version() -> None:
+    _register("pinned")
+    deployment = _drive_deployment()
+    fake = deployment.fake
+
+    def api_not_needed() -> Any:
+        raise AssertionError("a step request is answered without building the HTTP API")
+
+    api_code = serving_step_requests(make_api_handler(api_not_needed), lambda: deployment.step_host)
+    for build in ("build-1", "build-2"):
+        fake.publish(API, build=build, code=api_code)
+        fake.publish(DRIVE, build=build, code=deployment.drive_code())
+    with fake.running(API, "1"):
+        run = deployment.driver.trigger("lambda.versions", {})
+    assert run.code_version == CodeVersion(build="build-1", function=f"{API}:1")
+
+    deployment.settle(deployment.invoke_drive)
+    done = deployment.run(run.id)
+    assert done.status == "completed" and done.output == ["1", "1"]
+    assert [(c.function, c.qualifier, c.executed) for c in fake.invocations] == [
+        (DRIVE, "live", "2"),
+        (API, "1", "1"),
+    ]

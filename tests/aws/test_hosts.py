@@ -22,7 +22,12 @@ from relayflow.errors import DispatchError
 from relayflow.payloads import is_pointer, offload
 from relayflow.protocol import StepRequest
 from relayflow.sdk.registry import workflow
-from relayflow.worker.hosts import make_lambda_handler, make_step_host, make_wsgi_app
+from relayflow.worker.hosts import (
+    make_lambda_handler,
+    make_step_host,
+    make_wsgi_app,
+    serving_step_requests,
+)
 
 REQUEST: dict[str, Any] = {"protocolVersion": 1, "runId": "r1", "workflowId": "w", "input": 2}
 NOW = 1_700_000_000
@@ -309,3 +314,23 @@ def test_the_default_handler_runs_registered_workflows_over_lambda_and_http(serv
     assert (status, body["status"], body["output"]) == (200, "completed", 42)
     missing = {**request, "workflowId": "aws.hosts.nope"}
     assert HttpDispatcher(url, secret="k", mode="voyant").dispatch(missing)[0] == 404
+
+
+def test_an_orchestrator_function_answers_step_requests_and_routes_everything_else() -> None:
+    seen: list[Any] = []
+    host = make_step_host(handler=lambda raw: (200, {"ran": raw["runId"]}))
+    handler = serving_step_requests(
+        lambda event, context: seen.append(event) or "routed", lambda: host
+    )
+    request = {"protocolVersion": 1, "runId": "r1", "workflowId": "w"}
+    assert handler(request, None) == {"statusCode": 200, "body": {"ran": "r1"}}
+    envelope = {"headers": {}, "body": json.dumps(request)}
+    assert handler(envelope, None)["statusCode"] == 200
+    others = [
+        {"runId": "r1", "wakeAt": 5},
+        {"Records": [{"body": json.dumps({"runId": "r1", "wakeAt": 5})}]},
+        {"version": "2.0", "routeKey": "GET /api/runs", "headers": {}, "body": "{}"},
+        "not an object",
+    ]
+    assert [handler(event, None) for event in others] == ["routed"] * len(others)
+    assert seen == others

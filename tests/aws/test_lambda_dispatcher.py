@@ -9,10 +9,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.response import StreamingBody
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from relayflow.dispatch.http_dispatcher import TransportRetry
-from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
+from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher, PinnedFunctionHandOff
 from relayflow.dispatch.signing import RequestSigner
 from relayflow.errors import DispatchError
 
@@ -200,3 +200,137 @@ def test_the_client_is_created_once_on_first_dispatch() -> None:
     d.dispatch(REQUEST)
     d.dispatch(REQUEST)
     assert len(created) == 1
+
+
+# ---- code versions ---------------------------------------------------------------------------
+
+WORKER_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:stack-worker"
+
+
+def _pinned(function: str | None) -> dict[str, Any]:
+    pin = {"build": "build-1", "function": function} if function else None
+    return {**REQUEST, "codeVersion": pin}
+
+
+def _executed(body: dict[str, Any], version: str) -> dict[str, Any]:
+    return {**_ok_payload(body), "ExecutedVersion": version}
+
+
+@pytest.mark.parametrize(
+    ("configured", "pin", "expected"),
+    [
+        # A pin of this function reaches that version, whatever qualifier is configured.
+        (f"{WORKER_ARN}:live", "stack-worker:7", {"FunctionName": WORKER_ARN, "Qualifier": "7"}),
+        ("stack-worker:live", "stack-worker:7", {"FunctionName": "stack-worker", "Qualifier": "7"}),
+        ("stack-worker", "stack-worker:7", {"FunctionName": "stack-worker", "Qualifier": "7"}),
+        # Anything else is invoked as configured.
+        ("stack-worker:live", None, {"FunctionName": "stack-worker:live"}),
+        ("stack-worker:live", "stack-drive:7", {"FunctionName": "stack-worker:live"}),
+        ("stack-worker:live", "stack-worker-2:7", {"FunctionName": "stack-worker:live"}),
+        ("stack-worker:live", "stack-worker:$LATEST", {"FunctionName": "stack-worker:live"}),
+    ],
+)
+def test_a_run_pinned_to_a_version_of_the_function_is_invoked_on_it(
+    configured: str, pin: str | None, expected: dict[str, str]
+) -> None:
+    client, stubber = _stubbed()
+    stubber.add_response(
+        "invoke",
+        _executed({"status": "completed"}, expected.get("Qualifier", "9")),
+        {**expected, "InvocationType": "RequestResponse", "Payload": ANY},
+    )
+    d = LambdaDispatcher(configured, client_factory=lambda: client)
+    with stubber:
+        d.dispatch(_pinned(pin))
+    stubber.assert_no_pending_responses()
+
+
+def test_the_answer_names_the_version_lambda_ran_and_keeps_the_hosts_build() -> None:
+    client, stubber = _stubbed()
+    host_version = {"build": "build-3", "function": "stack-worker:live"}
+    stubber.add_response(
+        "invoke", _executed({"status": "completed", "codeVersion": host_version}, "3")
+    )
+    stubber.add_response("invoke", _executed({"status": "completed"}, "3"))
+    stubber.add_response("invoke", _executed({"status": "completed"}, "$LATEST"))
+    d = LambdaDispatcher(f"{WORKER_ARN}:live", client_factory=lambda: client)
+    with stubber:
+        named = d.dispatch(REQUEST)[1]["codeVersion"]
+        unnamed = d.dispatch(REQUEST)[1]["codeVersion"]
+        latest = d.dispatch(REQUEST)[1]["codeVersion"]
+    assert named == {"build": "build-3", "function": "stack-worker:3"}
+    # A host that names no build: the published version is the build (its code is fixed).
+    assert unnamed == {"build": "stack-worker:3", "function": "stack-worker:3"}
+    assert latest["function"] == "stack-worker:$LATEST"
+
+
+def test_a_refusal_is_passed_on_without_a_code_version() -> None:
+    client, stubber = _stubbed()
+    raw = json.dumps(
+        {"statusCode": 409, "body": {"error": "version_unavailable", "message": "other build"}}
+    ).encode()
+    stubber.add_response(
+        "invoke",
+        {
+            "StatusCode": 200,
+            "Payload": StreamingBody(io.BytesIO(raw), len(raw)),
+            "ExecutedVersion": "4",
+        },
+    )
+    d = LambdaDispatcher("stack-worker:live", client_factory=lambda: client)
+    with stubber:
+        assert d.dispatch(REQUEST) == (
+            409,
+            {"error": "version_unavailable", "message": "other build"},
+        )
+
+
+def test_a_pinned_version_that_no_longer_exists_makes_the_run_wait_not_fail() -> None:
+    client, stubber = _stubbed()
+    stubber.add_client_error(
+        "invoke", service_error_code="ResourceNotFoundException", http_status_code=404
+    )
+    sleeps = Sleeps()
+    d = LambdaDispatcher(
+        "stack-worker:live",
+        client_factory=lambda: client,
+        retry=TransportRetry(retries=2, sleep=sleeps),
+    )
+    with stubber:
+        status, body = d.dispatch(_pinned("stack-worker:7"))
+    assert (status, body["error"]) == (409, "version_unavailable")
+    assert "version 7 of step host function stack-worker no longer exists" in body["message"]
+    assert sleeps == [], "a missing version is not retried as a transport failure"
+
+
+@pytest.mark.parametrize(
+    ("running", "pin"),
+    [
+        (None, "stack-drive:1"),  # not in Lambda: nothing to hand the request to
+        ("2", None),
+        ("2", "stack-drive:$LATEST"),
+        ("1", "stack-drive:1"),  # this very version refused it: another try would too
+    ],
+)
+def test_a_hand_off_reaches_only_another_published_version(
+    running: str | None, pin: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    if running is not None:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "stack-drive")
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_VERSION", running)
+    fake = FakeLambda([])
+    hand_off = PinnedFunctionHandOff(client_factory=lambda: fake)  # type: ignore[arg-type,return-value]
+    assert hand_off.reach(_pinned(pin)) is None
+    assert fake.calls == []
+
+
+def test_a_hand_off_invokes_the_pinned_version_of_the_named_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "stack-drive")
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_VERSION", "2")
+    fake = FakeLambda([{"statusCode": 200, "body": {"status": "completed"}}])
+    hand_off = PinnedFunctionHandOff(client_factory=lambda: fake)  # type: ignore[arg-type,return-value]
+    assert hand_off.reach(_pinned("stack-api:5")) == (200, {"status": "completed"})
+    assert [(c["FunctionName"], c["Qualifier"]) for c in fake.calls] == [("stack-api", "5")]

@@ -16,8 +16,6 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at
 from relayflow.protocol import CodeVersion, StepResponse
 
-__all__ = ["build_of", "pin_of", "record_code_version", "unpin", "wait_for_version"]
-
 
 def pin_of(record: RunRecord) -> CodeVersion | None:
     """The code version a request for ``record`` must reach (None: any code may answer)."""
@@ -68,3 +66,20 @@ def unpin(rec: RunRecord, now: int) -> None:
         if rec.dispatch_retry.next_attempt_at is not None:
             rec.dispatch_retry.next_attempt_at = now
             rec.wake_at = compute_wake_at(rec, now)
+
+
+#: The qualifier Lambda reports for a function's unpublished code.
+_UNPUBLISHED = ":$LATEST"
+
+
+def version_warning(record: RunRecord) -> str | None:
+    """Why the code ``record`` is pinned to cannot be reached again by its function, if so:
+    it ran on ``$LATEST``, which changes with every deploy (None otherwise)."""
+    pin = pin_of(record)
+    if pin is None or not pin.function or not pin.function.endswith(_UNPUBLISHED):
+        return None
+    return (
+        f"pinned to {pin.function}, which is not a published version: the next deploy "
+        f"replaces it, and the run then waits for build {pin.build}; invoke the function "
+        "through an alias of published versions"
+    )

@@ -21,10 +21,11 @@ from relayflow.core.record import (
     RunRecord,
     VersionWait,
 )
-
-# Re-exported: the timeline's entries were built here before they had a module of their own.
 from relayflow.core.timeline import TimelineEntry as TimelineEntry
 from relayflow.core.timeline import timeline as timeline
+
+# Re-exported: the timeline's entries were built here before they had a module of their own.
+from relayflow.core.versions import version_warning
 from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
@@ -138,6 +139,8 @@ class RunDetail(RunSummary):
     redrives: list[Redrive] = Field(default_factory=list)
     #: The runs that rerun this one from a step, oldest first.
     reruns: list[str] = Field(default_factory=list)
+    #: Set when the run is pinned to code its function cannot reach again (``$LATEST``).
+    version_warning: str | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -339,6 +342,7 @@ def detail(
         actions=list(record.actions),
         redrives=list(record.redrives),
         reruns=list(record.reruns),
+        version_warning=version_warning(record),
     )
     if entries is not None:
         view._timeline = entries

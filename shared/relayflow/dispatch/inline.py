@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from relayflow.errors import DriveAbandoned, HostCrashSignal
 from relayflow.ports import Clock, offered_checkpoints
+from relayflow.protocol import VERSION_UNAVAILABLE
 
 
 class StepHandler(Protocol):
@@ -23,12 +24,24 @@ class StepHandler(Protocol):
     ) -> tuple[int, Any]: ...
 
 
+class PinnedVersionReach(Protocol):
+    """Reaches the code a run is pinned to when it is not this process's (in AWS Lambda:
+    :class:`~relayflow.dispatch.lambda_dispatcher.PinnedFunctionHandOff`)."""
+
+    def reach(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """That code's answer to ``request`` in wire form; None when it cannot be reached."""
+        ...
+
+
 class InlineDispatcher:
     """Calls the step host in process.
 
     ``dispatch`` answers in wire form, as a remote host would. The engine calls
     ``dispatch_in_process``, which hands a 200's StepResponse over as it is (with a custom
     ``handler``, both answer what the handler returns).
+
+    When the host here answers ``version_unavailable`` (the run is pinned to another build),
+    ``pinned`` may reach that build elsewhere: its answer is the dispatcher's.
 
     A ``HostCrashSignal`` raised by the host (``relayflow.testing.crash()``) is a process
     death: it becomes :class:`~relayflow.ports.DriveAbandoned` and nothing is saved.
@@ -43,6 +56,7 @@ class InlineDispatcher:
         handler: The step host entry point (``relayflow.worker.handle_step_request``); a
             custom one is called with ``handler_options`` only.
         handler_options: Extra keyword arguments passed to the handler on every call.
+        pinned: Reaches the code version a run is pinned to when it is not this process's.
     """
 
     def __init__(
@@ -52,11 +66,13 @@ class InlineDispatcher:
         clock: Clock | None = None,
         handler: StepHandler | None = None,
         handler_options: Mapping[str, Any] | None = None,
+        pinned: PinnedVersionReach | None = None,
     ) -> None:
         self.services = dict(services or {})
         self.clock = clock
         self._handler = handler
         self._options = dict(handler_options or {})
+        self._pinned = pinned
 
     def hosts_workflow(self, workflow_id: str) -> bool | None:
         """Whether this process registered ``workflow_id`` (None with a custom handler)."""
@@ -89,6 +105,14 @@ class InlineDispatcher:
         if self._handler is None and engine_log is not None:
             options = {**options, "checkpoints": engine_log}
         try:
-            return handler(request, services=self.services, now_ms=now_ms, **options)
+            answer = handler(request, services=self.services, now_ms=now_ms, **options)
         except HostCrashSignal as exc:
             raise DriveAbandoned("the step host died during the invocation") from exc
+        if self._pinned is not None and _refused_version(answer):
+            return self._pinned.reach(request) or answer
+        return answer
+
+
+def _refused_version(answer: tuple[int, Any]) -> bool:
+    status, body = answer
+    return status == 409 and isinstance(body, dict) and body.get("error") == VERSION_UNAVAILABLE

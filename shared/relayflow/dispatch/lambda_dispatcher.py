@@ -3,6 +3,10 @@
 The host answers ``{"statusCode": s, "body": {...}}`` (the body may also be a JSON string).
 A function error, throttling, 5xx or a transport failure is retried with a short backoff and
 then raised as a transient :class:`~relayflow.errors.DispatchError`.
+
+A run pinned to a version of the function (``codeVersion.function``, ``name:7``) is invoked
+on that version, whatever alias the dispatcher was configured with; an answer names the
+version Lambda ran (``ExecutedVersion``), which is what a run records and is pinned to.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from relayflow.dispatch.http_dispatcher import (
 )
 from relayflow.dispatch.signing import RequestSigner, SigningMode
 from relayflow.errors import DispatchError
+from relayflow.protocol import VERSION_UNAVAILABLE
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -32,6 +37,11 @@ class LambdaDispatcher:
     Without a secret the invoke payload is the step request itself. With one, it is a signed
     envelope ``{"headers": {<signature>}, "body": "<request JSON>"}`` that
     :func:`relayflow.entrypoints.worker.lambda_handler` verifies before running the request.
+
+    A request pinned to a version of this function (its ``codeVersion.function`` names the
+    same function, whatever the qualifier configured here) is invoked on that version; any
+    other request on the function as configured. A pinned version that no longer exists is
+    answered 409 ``version_unavailable``: the run waits for it, it does not fail.
 
     Args:
         function_name_or_arn: The step host function (name, ARN, or ``name:alias``).
@@ -53,6 +63,7 @@ class LambdaDispatcher:
         clock: Callable[[], float] = wall_s,
     ) -> None:
         self.function_name = function_name_or_arn
+        self._unqualified, self._bare_name, _ = split_function(function_name_or_arn)
         self._client_factory = client_factory
         self._client: LambdaClient | None = None
         self._signer = RequestSigner(secret, mode=mode, clock=clock) if secret else None
@@ -81,19 +92,27 @@ class LambdaDispatcher:
         # Imported here so this module never imports botocore itself (adapters/aws does).
         from relayflow.adapters.aws.errors import error_code, is_aws_error, is_transient
 
+        version = self.pinned_version(request)
+        target: dict[str, str] = (
+            {"FunctionName": self.function_name}
+            if version is None
+            else {"FunctionName": self._unqualified, "Qualifier": version}
+        )
         attempts = self._retry.retries + 1
         last = DispatchError(f"no attempt reached {self.function_name}", transient=True)
         for attempt in range(attempts):
             try:
                 answer = self._lambda().invoke(
-                    FunctionName=self.function_name,
                     InvocationType="RequestResponse",
                     Payload=self._payload(request),
+                    **target,  # type: ignore[arg-type]
                 )
             except Exception as exc:
                 if not is_aws_error(exc):
                     raise
                 code = error_code(exc) or type(exc).__name__
+                if version is not None and code == "ResourceNotFoundException":
+                    return self._version_gone(version, exc)
                 if not is_transient(exc):
                     raise DispatchError(
                         f"cannot invoke step host {self.function_name}: {code}: {exc}",
@@ -120,7 +139,9 @@ class LambdaDispatcher:
                     if status is None:
                         return _invalid(body)
                     if not is_transient_status(status):
-                        return interpret_answer(status, body)
+                        return self._naming_executed(
+                            interpret_answer(status, body), answer.get("ExecutedVersion")
+                        )
                     last = DispatchError(
                         f"step host {self.function_name} answered {describe_answer(status, body)}",
                         transient=True,
@@ -132,6 +153,65 @@ class LambdaDispatcher:
         last.message = f"{last.message} (after {attempts} attempts)"
         last.args = (last.message,)
         raise last
+
+    def pinned_version(self, request: dict[str, Any]) -> str | None:
+        """The version of this function ``request`` is pinned to (None: invoke as configured).
+
+        ``$LATEST`` is no version: it names whatever code was deployed last.
+        """
+        pin = request.get("codeVersion")
+        function = pin.get("function") if isinstance(pin, dict) else None
+        if not isinstance(function, str):
+            return None
+        _, name, qualifier = split_function(function)
+        if name != self._bare_name or qualifier in (None, LATEST):
+            return None
+        return qualifier
+
+    def _version_gone(self, version: str, exc: Exception) -> tuple[int, dict[str, Any]]:
+        return 409, {
+            "error": VERSION_UNAVAILABLE,
+            "message": f"version {version} of step host function {self._bare_name} no longer "
+            f"exists ({exc}); the run waits for it or for an operator to move it to the "
+            "current version",
+        }
+
+    def _naming_executed(
+        self, answer: tuple[int, dict[str, Any]], executed: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """``answer`` with its ``codeVersion.function`` naming the version Lambda ran.
+
+        A host that named its build keeps it; for one that did not, the function version is
+        the build (a published version's code never changes).
+        """
+        status, body = answer
+        if status != 200 or not executed:
+            return answer
+        function = f"{self._bare_name}:{executed}"
+        own = body.get("codeVersion")
+        named = {**own} if isinstance(own, dict) and own.get("build") else {"build": function}
+        return status, {**body, "codeVersion": {**named, "function": function}}
+
+
+#: The qualifier of an unpublished function's code; a run on it pins no version.
+LATEST = "$LATEST"
+
+
+def split_function(name_or_arn: str) -> tuple[str, str, str | None]:
+    """``(function without qualifier, bare name, qualifier)`` of a function name or ARN.
+
+    ``stack-worker:live`` → ``("stack-worker", "stack-worker", "live")``;
+    ``arn:aws:lambda:eu-west-1:1:function:stack-worker:7`` → the ARN without ``:7``, the
+    name and ``"7"``.
+    """
+    parts = name_or_arn.split(":")
+    # A full ARN (arn:aws:lambda:<region>:<account>:function:<name>), a partial one
+    # (<account>:function:<name>) or a name; any of them may end in :<qualifier>.
+    at = 6 if parts[0] == "arn" else 2 if len(parts) > 2 and parts[1] == "function" else 0
+    if at >= len(parts):
+        return name_or_arn, name_or_arn, None
+    qualifier = parts[at + 1] if len(parts) > at + 1 else None
+    return ":".join(parts[: at + 1]), parts[at], qualifier or None
 
 
 def _unwrap(raw: bytes) -> tuple[int | None, Any]:
@@ -161,3 +241,69 @@ def _error_summary(raw: bytes) -> str:
         kind = parsed.get("errorType", "error")
         return f"{kind}: {parsed.get('errorMessage', '')}"
     return str(parsed)[:200]
+
+
+class PinnedFunctionHandOff:
+    """Hands a step request to the Lambda function version its run is pinned to.
+
+    The api, drive and sweeper functions run workflow bodies in process and are invoked
+    through their alias, on the newest version. When their step host refuses a request
+    pinned to another build (``version_unavailable``) and the pin names a version of a
+    function (``stack-drive:7``), :meth:`reach` invokes that version synchronously with the
+    same request, which it answers as a step host does: one more invocation per request,
+    only while the versions differ. Outside Lambda, or for a pin naming no version (none, or
+    ``$LATEST``), it reaches nothing.
+
+    Args:
+        client_factory: Returns the Lambda client.
+        secret: Shared signing secret; unsigned payloads when None.
+        mode: Signing scheme.
+        retry: Retry behaviour for transient failures.
+        clock: Unix time in seconds for signature timestamps.
+    """
+
+    def __init__(
+        self,
+        *,
+        client_factory: Callable[[], LambdaClient],
+        secret: str | None = None,
+        mode: SigningMode = "relayflow",
+        retry: TransportRetry | None = None,
+        clock: Callable[[], float] = wall_s,
+    ) -> None:
+        self._client_factory = client_factory
+        self._secret = secret
+        self._mode: SigningMode = mode
+        self._retry = retry
+        self._clock = clock
+        self._dispatchers: dict[str, LambdaDispatcher] = {}
+
+    def reach(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The pinned version's answer to ``request``; None when no version can be reached.
+
+        Raises:
+            DispatchError: As :meth:`LambdaDispatcher.dispatch`.
+        """
+        # Imported here: the step host is a layer above the dispatchers.
+        from relayflow.worker.builds import host_code_version
+
+        pin = request.get("codeVersion")
+        function = pin.get("function") if isinstance(pin, dict) else None
+        here = host_code_version().function
+        if not isinstance(function, str) or here is None or function == here:
+            return None
+        _, name, qualifier = split_function(function)
+        if qualifier in (None, LATEST):
+            return None
+        dispatcher = self._dispatchers.get(name)
+        if dispatcher is None:
+            dispatcher = LambdaDispatcher(
+                name,
+                client_factory=self._client_factory,
+                secret=self._secret,
+                mode=self._mode,
+                retry=self._retry,
+                clock=self._clock,
+            )
+            self._dispatchers[name] = dispatcher
+        return dispatcher.dispatch(request)

@@ -1,9 +1,11 @@
 """Entry point of the sweeper function: an EventBridge Scheduler rate calls it to drive again runs
-whose alarm was missed or whose invocation died."""
+whose alarm was missed or whose invocation died; a run pinned to this version invokes it
+directly with step requests."""
 
 from __future__ import annotations
 
 from relayflow.deployment import deployment_driver
 from relayflow.drive.handlers import make_sweeper_handler
+from relayflow.worker.hosts import serving_step_requests
 
-lambda_handler = make_sweeper_handler(deployment_driver.get)
+lambda_handler = serving_step_requests(make_sweeper_handler(deployment_driver.get))

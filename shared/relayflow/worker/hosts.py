@@ -16,7 +16,7 @@ import binascii
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relayflow.dispatch.replay import AcceptedSignatures, RequestReplayedError
 from relayflow.dispatch.signing import RequestSigner, SigningMode
@@ -25,6 +25,9 @@ from relayflow.flow.ports import RateLimiter
 from relayflow.payloads import PayloadCodec
 from relayflow.ports import CheckpointWriter, PayloadStore
 from relayflow.protocol import strict_json_loads
+
+if TYPE_CHECKING:
+    from relayflow.config import Settings
 
 StepHandler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 Answer = tuple[int, dict[str, Any]]
@@ -222,13 +225,32 @@ def _lambda_answer(host: StepHost, event: Any) -> dict[str, Any]:
 
 @functools.cache
 def _settings_host() -> StepHost:
-    from relayflow.config import current_settings, import_workflow_modules
+    from relayflow.config import current_settings
+
+    settings = current_settings()
+    return step_host_from_settings(settings, checkpoint_table=settings.checkpoint_table)
+
+
+@functools.cache
+def _orchestrator_host() -> StepHost:
+    from relayflow.config import current_settings
+
+    settings = current_settings()
+    return step_host_from_settings(
+        settings, checkpoint_table=settings.checkpoint_table or settings.table_name
+    )
+
+
+def step_host_from_settings(settings: Settings, *, checkpoint_table: str | None) -> StepHost:
+    """The step host a deployed function runs, configured by ``settings`` (signing, payload
+    pointers) after importing the modules of ``RELAYFLOW_WORKFLOW_MODULES``; it writes
+    per-step checkpoints and step rate limits into ``checkpoint_table`` when named."""
+    from relayflow.config import import_workflow_modules
 
     import_workflow_modules()
-    settings = current_settings()
     payload_store: PayloadStore | None = None
     handler: StepHandler | None = None
-    if settings.payload_bucket or settings.checkpoint_table:
+    if settings.payload_bucket or checkpoint_table:
         from relayflow.adapters.aws.clients import AwsClients
 
         clients = AwsClients.from_settings(settings)
@@ -236,7 +258,7 @@ def _settings_host() -> StepHost:
         from relayflow.adapters.aws.payloads import S3PayloadStore
 
         payload_store = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
-    if settings.checkpoint_table:
+    if checkpoint_table:
         # This function writes the per-step checkpoints itself (one conditional PutItem
         # each) and needs dynamodb:PutItem on the runs table; see docs/operations/durability.md.
         # Its steps' rate limits live in the same table (GetItem and PutItem on `#rate#` keys).
@@ -244,9 +266,9 @@ def _settings_host() -> StepHost:
         from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 
         log = DynamoDBCheckpointLog(
-            settings.checkpoint_table, client_factory=clients.dynamodb, payload_store=payload_store
+            checkpoint_table, client_factory=clients.dynamodb, payload_store=payload_store
         )
-        limiter = DynamoDBRateLimiter(settings.checkpoint_table, client_factory=clients.dynamodb)
+        limiter = DynamoDBRateLimiter(checkpoint_table, client_factory=clients.dynamodb)
         handler = checkpointing_handler(log, limiter)
     return make_step_host(
         handler=handler,
@@ -266,6 +288,38 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     :func:`make_lambda_handler`).
     """
     return _lambda_answer(_settings_host(), event)
+
+
+def serving_step_requests(
+    handler: Callable[[Any, Any], Any], host: Callable[[], StepHost] = _orchestrator_host
+) -> Callable[[Any, Any], Any]:
+    """``handler`` of an api, drive or sweeper function that also answers step requests.
+
+    Those functions run workflow bodies in process; a run pinned to one of their earlier
+    versions is handed to that version with a direct invoke (see
+    :class:`~relayflow.dispatch.lambda_dispatcher.PinnedFunctionHandOff`), whose payload is
+    what the worker function accepts. Such an event is answered by ``host`` (by default the
+    deployment's, checkpointing into the runs table) exactly as the worker function answers
+    it; any other event goes to ``handler``.
+    """
+
+    def serve(event: Any, context: Any) -> Any:
+        if is_step_request_event(event):
+            return _lambda_answer(host(), event)
+        return handler(event, context)
+
+    return serve
+
+
+def is_step_request_event(event: Any) -> bool:
+    """Whether a Lambda ``event`` is a step request invoked directly: the request itself, or
+    the signed envelope ``{"headers", "body"}`` (an API Gateway or Function URL event carries
+    more keys, an alarm or an SQS batch no ``protocolVersion``)."""
+    if not isinstance(event, Mapping):
+        return False
+    if set(event) == {"headers", "body"}:
+        return isinstance(event["body"], str)
+    return "protocolVersion" in event and "runId" in event and "workflowId" in event
 
 
 # ---- WSGI ------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from relayflow.core.settings import CoreSettings
 from relayflow.deliveries import DAY_MS, DeliveryIdClaims
 from relayflow.dispatch.http_dispatcher import HttpDispatcher, TransportRetry
 from relayflow.dispatch.inline import InlineDispatcher
-from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher
+from relayflow.dispatch.lambda_dispatcher import LambdaDispatcher, PinnedFunctionHandOff
 from relayflow.drivers import WorkflowDriver
 from relayflow.engine import Engine
 from relayflow.flow.declared import DeclaredConcurrency
@@ -59,7 +59,9 @@ def build_dispatcher(
     """The dispatcher of one ``DispatchTarget`` (signed with the configured secret).
 
     An inline step host writes its per-step checkpoints into ``checkpoints`` and reserves
-    its steps' rate limits in the runs table (``settings.table_name``, when named).
+    its steps' rate limits in the runs table (``settings.table_name``, when named). In
+    Lambda, a request it refuses because its run is pinned to a version of a function is
+    handed to that version (see :class:`PinnedFunctionHandOff`).
     """
     retry = TransportRetry(retries=settings.dispatch_retries)
     if target.kind == "lambda":
@@ -87,7 +89,13 @@ def build_dispatcher(
         options["options"] = ExecutorOptions(
             rate_limiter=DynamoDBRateLimiter(settings.table_name, client_factory=clients.dynamodb)
         )
-    return InlineDispatcher(services=services, clock=clock, handler_options=options)
+    pinned = PinnedFunctionHandOff(
+        client_factory=clients.lambda_,
+        secret=settings.signing_secret,
+        mode=settings.signing_mode,
+        retry=retry,
+    )
+    return InlineDispatcher(services=services, clock=clock, handler_options=options, pinned=pinned)
 
 
 def build_dispatchers(

@@ -39,6 +39,7 @@ from relayflow.settings.parsers import (
     dispatcher_map,
     duration_ms,
     flag,
+    names,
     non_negative_int,
     one_of,
     positive_int,
@@ -257,6 +258,20 @@ class Settings:
         30,
         positive_int,
         "Finished runs expire (DynamoDB TTL) this many days after they end",
+    )
+    versioned_functions: tuple[str, ...] = setting(
+        "RELAYFLOW_VERSIONED_FUNCTIONS",
+        (),
+        names,
+        "Sweeper: comma-separated Lambda functions whose published versions it deletes once "
+        "no run is pinned to them (unset: none)",
+    )
+    version_retention_days: int = setting(
+        "RELAYFLOW_VERSION_RETENTION_DAYS",
+        14,
+        positive_int,
+        "A published Lambda version no alias points to is deleted once no run pinned to it "
+        "has lived for this many days (nor was it published in them)",
     )
     manifest_keep: int = setting(
         "RELAYFLOW_MANIFEST_KEEP",

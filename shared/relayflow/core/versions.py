@@ -16,7 +16,13 @@ from relayflow.core.settings import CoreSettings
 from relayflow.core.waits import compute_wake_at
 from relayflow.protocol import CodeVersion, StepResponse
 
-__all__ = ["pin_of", "record_code_version", "unpin", "wait_for_version"]
+__all__ = [
+    "pin_of",
+    "pinned_function",
+    "record_code_version",
+    "unpin",
+    "wait_for_version",
+]
 
 
 def pin_of(record: RunRecord) -> CodeVersion | None:
@@ -24,6 +30,15 @@ def pin_of(record: RunRecord) -> CodeVersion | None:
     if record.versioning == "upgrade":
         return None
     return record.code_version
+
+
+def pinned_function(record: RunRecord) -> str | None:
+    """The qualified Lambda function (``name:7``) ``record`` keeps invoking, which must not be
+    deleted while the run lives (None: no pin, or ``name:$LATEST``, which pins nothing)."""
+    pin = pin_of(record)
+    if pin is None or pin.function is None or pin.function.endswith(":$LATEST"):
+        return None
+    return pin.function
 
 
 def record_code_version(rec: RunRecord, response: StepResponse) -> None:

@@ -14,7 +14,7 @@ from aws_cdk import CfnOutput, Duration, SecretValue, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from relayflow import config
 from relayflow.adapters.aws import tables
@@ -474,7 +474,7 @@ class RelayflowOrchestrator(Construct):
                 "issuing new tokens and replacing the digests, which no rotation Lambda can do.",
             )
 
-    def _acknowledge_versions(self, policy: Construct) -> None:
+    def _acknowledge_versions(self, policy: IConstruct) -> None:
         """`<function arn>:*` names the versions and the alias of one of our functions."""
         reason = (
             "Any version of this deployment's own function: a pinned run is sent to the "

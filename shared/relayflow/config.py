@@ -116,7 +116,8 @@ class Settings:
         "RELAYFLOW_DRIVE_FUNCTION_ARN",
         None,
         text,
-        'Drive Lambda that alarms invoke with `{"runId", "wakeAt"}`',
+        'Drive Lambda that alarms and hand-offs invoke with `{"runId", "wakeAt"}` (the CDK '
+        "construct names its `live` alias, so that they reach the version deployed last)",
     )
     dlq_arn: str | None = setting(
         "RELAYFLOW_DLQ_ARN", None, text, "SQS queue for alarms Scheduler could not deliver"

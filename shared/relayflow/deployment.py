@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from relayflow.config import Settings, current_settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
 from relayflow.ports import PinnedRunIndex
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 T = TypeVar("T")
 #: A Lambda handler: ``(event, context) -> answer``.
@@ -48,13 +51,14 @@ def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver
 deployment_driver: Lazy[WorkflowDriver] = Lazy(build_driver_from_env)
 
 
-def _lambda_client() -> Any:
+def _lambda_client() -> LambdaClient:
     from relayflow.adapters.aws.clients import AwsClients
 
     return AwsClients.from_settings(current_settings()).lambda_()
 
 
-_deployment_lambda: Lazy[Any] = Lazy(_lambda_client)
+#: The Lambda client the sweeper's clean-up of old versions uses (one per container).
+_deployment_lambda: Lazy[LambdaClient] = Lazy(_lambda_client)
 
 
 def clean_function_versions(driver: WorkflowDriver) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from relayflow.settings.parsers import (
     dispatcher_map,
     duration_ms,
     flag,
+    names,
     non_negative_int,
     one_of,
     positive_int,
@@ -115,7 +116,8 @@ class Settings:
         "RELAYFLOW_DRIVE_FUNCTION_ARN",
         None,
         text,
-        'Drive Lambda that alarms invoke with `{"runId", "wakeAt"}`',
+        'Drive Lambda that alarms and hand-offs invoke with `{"runId", "wakeAt"}` (the CDK '
+        "construct names its `live` alias, so that they reach the version deployed last)",
     )
     dlq_arn: str | None = setting(
         "RELAYFLOW_DLQ_ARN", None, text, "SQS queue for alarms Scheduler could not deliver"
@@ -257,6 +259,20 @@ class Settings:
         30,
         positive_int,
         "Finished runs expire (DynamoDB TTL) this many days after they end",
+    )
+    versioned_functions: tuple[str, ...] = setting(
+        "RELAYFLOW_VERSIONED_FUNCTIONS",
+        (),
+        names,
+        "Sweeper: comma-separated Lambda functions whose published versions it deletes once "
+        "no run is pinned to them (unset: none)",
+    )
+    version_retention_days: int = setting(
+        "RELAYFLOW_VERSION_RETENTION_DAYS",
+        14,
+        positive_int,
+        "A published Lambda version no alias points to is deleted once no run pinned to it "
+        "has lived for this many days (nor was it published in them)",
     )
     manifest_keep: int = setting(
         "RELAYFLOW_MANIFEST_KEEP",

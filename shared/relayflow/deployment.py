@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from relayflow.config import Settings, import_workflow_modules
+from relayflow.config import Settings, current_settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
+from relayflow.ports import PinnedRunIndex
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 T = TypeVar("T")
 #: A Lambda handler: ``(event, context) -> answer``.
@@ -45,3 +49,28 @@ def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver
 
 #: The driver the api, drive and sweeper functions of one container share.
 deployment_driver: Lazy[WorkflowDriver] = Lazy(build_driver_from_env)
+
+
+def _lambda_client() -> LambdaClient:
+    from relayflow.adapters.aws.clients import AwsClients
+
+    return AwsClients.from_settings(current_settings()).lambda_()
+
+
+#: The Lambda client the sweeper's clean-up of old versions uses (one per container).
+_deployment_lambda: Lazy[LambdaClient] = Lazy(_lambda_client)
+
+
+def clean_function_versions(driver: WorkflowDriver) -> dict[str, Any]:
+    """The sweeper's clean-up of the deployment's old Lambda versions (those of
+    ``RELAYFLOW_VERSIONED_FUNCTIONS`` no run needs any more), over ``driver``'s runs."""
+    from relayflow.adapters.aws.function_versions import LambdaVersionCleaner
+
+    settings = current_settings()
+    runs = driver.engine.runs
+    if not settings.versioned_functions or not isinstance(runs, PinnedRunIndex):
+        return {"deleted": [], "pinned": [], "failures": []}
+    cleaner = LambdaVersionCleaner.from_settings(
+        settings, runs=runs, client_factory=_deployment_lambda.get, clock=driver.engine.clock
+    )
+    return cleaner.clean().to_json()

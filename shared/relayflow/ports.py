@@ -62,6 +62,25 @@ class RunPage:
     unavailable: Mapping[str, list[UnavailableValue]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class VersionUsage:
+    """What the runs pinned to one qualified Lambda function (``name:7``) still need of it."""
+
+    #: A run pinned to it has not ended: its next invocation goes to that version.
+    live: bool
+    #: When the last run pinned to it ended (epoch ms; None: no ended run is stored).
+    last_ended_at: int | None
+
+
+@runtime_checkable
+class PinnedRunIndex(Protocol):
+    """A run store that answers, with one query, which runs keep a Lambda version in use."""
+
+    def version_usage(self, function: str) -> VersionUsage:
+        """The usage of the qualified function ``function`` by the stored pinned runs."""
+        ...
+
+
 @runtime_checkable
 class LenientRunReader(Protocol):
     """A run store whose values may live in a payload store: it can still read a run whose

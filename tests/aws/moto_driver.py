@@ -43,6 +43,7 @@ def moto_driver(
     services: Mapping[str, object] | None = None,
     step_mocks: Mapping[str, Any] | None = None,
     settings: CoreSettings | None = None,
+    start_ms: int = DEFAULT_START_MS,
 ) -> WorkflowTestEnv:
     """A ``WorkflowTestEnv`` whose runs, manifests, payloads and alarms use AWS adapters.
 
@@ -51,7 +52,7 @@ def moto_driver(
     schedule, delete it after completion). Call it inside an active
     ``relayflow.testing.aws.mock_aws``.
     """
-    clock = VirtualClock(DEFAULT_START_MS)
+    clock = VirtualClock(start_ms)
     clients = AwsClients(region="eu-west-1")
     tables.create_resources(clients, SETTINGS)
     payloads = S3PayloadStore(SETTINGS.require("payload_bucket"), client_factory=clients.s3)

@@ -68,6 +68,9 @@ def test_every_variable_is_read() -> None:
         config.ENV_HTTP_CHECKPOINT_URL: "https://api.example",
         config.ENV_REQUIRE_PER_STEP_DURABILITY: "true",
         config.ENV_OVERRUN_GRACE_MAX: "90s",
+        config.ENV_VERSIONED_FUNCTIONS: "stack-api, stack-drive,stack-api",
+        config.ENV_VERSION_RETENTION_DAYS: "3",
+        config.ENV_VERSION_RETRY_MAX: "10m",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -106,6 +109,7 @@ def test_every_variable_is_read() -> None:
         dispatch_max_attempts=3,
         dispatch_backoff_initial_ms=2_000,
         dispatch_backoff_max_ms=60_000,
+        version_retry_max_ms=600_000,
         invocation_timeout_ms=240_000,
         lease_ms=360_000,
         lease_grace_ms=10_000,
@@ -116,6 +120,9 @@ def test_every_variable_is_read() -> None:
     assert (settings.sweep_budget_ms, settings.lambda_margin_ms) == (60_000, 4_000)
     assert settings.delivery_id_memory_ms == 30 * 86_400_000
     assert settings.overrun_grace_max_ms == 90_000
+    assert settings.versioned_functions == ("stack-api", "stack-drive")
+    assert settings.version_retention_days == 3
+    assert settings.version_retry_max_ms == 600_000
 
 
 def test_a_budget_is_capped_by_the_lambdas_remaining_time_less_the_margin() -> None:

@@ -49,6 +49,7 @@ def test_runs_table_has_its_indexes_ttl_and_on_demand_billing(aws: None) -> None
         tables.INDEX_BY_STATUS,
         tables.INDEX_BY_ENVIRONMENT,
         tables.INDEX_BY_WAKE_TIME,
+        tables.INDEX_BY_CODE_VERSION,
     }
     ttl = dynamodb.describe_time_to_live(TableName="runs")["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": tables.TTL_ATTRIBUTE}

@@ -67,6 +67,18 @@ def logical_id_of_function(template: Template, name: str) -> str:
     raise AssertionError(f"no {name} function")
 
 
+def alias_of_function(template: Template, name: str) -> str:
+    """The logical id of the `live` alias of relayflow's `name` function (its `Ref` is the
+    alias ARN)."""
+    function = logical_id_of_function(template, name)
+    (alias,) = [
+        logical_id
+        for logical_id, resource in resources(template, "AWS::Lambda::Alias").items()
+        if resource["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    return alias
+
+
 def as_list(value: Any) -> list[Any]:
     """`value` if it is a list, else a one-item list (IAM allows both)."""
     return value if isinstance(value, list) else [value]

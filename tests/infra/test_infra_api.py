@@ -6,7 +6,7 @@ import json
 
 import pytest
 from aws_cdk.assertions import Template
-from infra_asserts import dead_letter_queue_id, logical_id_of_function, only, resources
+from infra_asserts import alias_of_function, dead_letter_queue_id, only, resources
 
 from relayflow.api.auth import parse_token_secret
 
@@ -39,8 +39,8 @@ def test_api_is_http_with_lambda_proxy_payload_2(any_template: Template) -> None
     props = integration["Properties"]
     assert props["IntegrationType"] == "AWS_PROXY"
     assert props["PayloadFormatVersion"] == "2.0"
-    api = logical_id_of_function(any_template, "api")
-    assert props["IntegrationUri"] == {"Fn::GetAtt": [api, "Arn"]}
+    # Through the alias: requests reach the version deployed last, never $LATEST.
+    assert props["IntegrationUri"] == {"Ref": alias_of_function(any_template, "api")}
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,11 @@ def test_the_alarm_queue_feeds_the_drive_function_with_partial_batch_failures(
     (mapping,) = resources(any_template, "AWS::Lambda::EventSourceMapping").values()
     props = mapping["Properties"]
     assert props["EventSourceArn"] == {"Fn::GetAtt": [alarm_queue_id, "Arn"]}
-    assert props["FunctionName"] == {"Ref": logical_id_of_function(any_template, "drive")}
+    # The drive function's alias, named `<function>:live` (from the alias ARN).
+    alias_arn = {"Ref": alias_of_function(any_template, "drive")}
+    assert props["FunctionName"] == {
+        "Fn::Join": ["", [{"Fn::Select": [6, {"Fn::Split": [":", alias_arn]}]}, ":live"]]
+    }
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BatchSize"] == 10
 

@@ -91,11 +91,13 @@ def test_functions_that_drive_runs_get_the_whole_engine_configuration(
     assert worker_env[config.ENV_WORKFLOW_MODULES] == "examples"
 
 
-def test_alarms_target_the_drive_function_by_its_fixed_name(any_template: Template) -> None:
+def test_alarms_target_the_drive_functions_alias_by_its_fixed_name(
+    any_template: Template,
+) -> None:
     functions = functions_by_handler(any_template)
     drive_name = functions["drive"]["FunctionName"]
     arn = _env(functions["api"])[config.ENV_DRIVE_FUNCTION_ARN]
-    assert arn["Fn::Join"][1][-1] == f":function:{drive_name}"
+    assert arn["Fn::Join"][1][-1] == f":function:{drive_name}:live"
     assert len(drive_name) <= 64
 
 
@@ -147,7 +149,9 @@ def test_api_function_carries_the_auth_settings(
 
 def test_failed_async_invocations_land_in_the_dead_letter_queue(any_template: Template) -> None:
     configs = resources(any_template, "AWS::Lambda::EventInvokeConfig")
-    assert len(configs) == 2  # drive and sweeper: the functions invoked asynchronously
+    # Drive and sweeper, the functions invoked asynchronously: unqualified, their `live`
+    # alias, and the version published (kept with it, for runs pinned to it).
+    assert len(configs) == 6
     dlq = dead_letter_queue_id(any_template)
     for invoke_config in configs.values():
         props = invoke_config["Properties"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 from infra_asserts import (
+    alias_of_function,
     as_list,
     dead_letter_queue_id,
     functions_by_handler,
@@ -46,7 +47,7 @@ def test_no_identity_policy_grants_a_wildcard_action(any_template: Template) -> 
             assert "*" not in action, f"{logical_id} grants {action}"
 
 
-def test_alarm_role_may_only_invoke_the_drive_function(any_template: Template) -> None:
+def test_alarm_role_may_only_invoke_the_drive_functions_alias(any_template: Template) -> None:
     functions = functions_by_handler(any_template)
     drive_name = functions["drive"]["FunctionName"]
     alarm_role_arn = functions["api"]["Environment"]["Variables"]["RELAYFLOW_SCHEDULER_ROLE_ARN"]
@@ -57,7 +58,7 @@ def test_alarm_role_may_only_invoke_the_drive_function(any_template: Template) -
     assert statement["Effect"] == "Allow"
     assert as_list(statement["Action"]) == ["lambda:InvokeFunction"]
     (resource,) = as_list(statement["Resource"])
-    assert resource["Fn::Join"][1][-1] == f":function:{drive_name}"
+    assert resource["Fn::Join"][1][-1] == f":function:{drive_name}:live"
 
 
 def test_scheduler_roles_are_assumable_only_from_this_account(any_template: Template) -> None:
@@ -70,14 +71,16 @@ def test_scheduler_roles_are_assumable_only_from_this_account(any_template: Temp
         }
 
 
-def test_sweeper_schedule_role_may_only_invoke_the_sweeper(any_template: Template) -> None:
+def test_sweeper_schedule_role_may_only_invoke_the_sweepers_alias(
+    any_template: Template,
+) -> None:
     (schedule,) = resources(any_template, "AWS::Scheduler::Schedule").values()
     target = schedule["Properties"]["Target"]
-    sweeper = logical_id_of_function(any_template, "sweeper")
-    assert target["Arn"] == {"Fn::GetAtt": [sweeper, "Arn"]}
+    sweeper = alias_of_function(any_template, "sweeper")
+    assert target["Arn"] == {"Ref": sweeper}
     statements = role_statements(any_template, target["RoleArn"]["Fn::GetAtt"][0])
     assert [(s["Action"], s["Resource"]) for s in statements] == [
-        ("lambda:InvokeFunction", {"Fn::GetAtt": [sweeper, "Arn"]})
+        ("lambda:InvokeFunction", {"Ref": sweeper})
     ]
 
 
@@ -131,10 +134,11 @@ def test_engine_functions_get_exactly_the_calls_they_make(sample_template: Templ
     async_failures: set[str] = set()
     consume = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
     token_secret = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+    clean_up = {"lambda:ListVersionsByFunction", "lambda:ListAliases", "lambda:DeleteFunction"}
     for name, extra in (
         ("api", token_secret),
         ("drive", async_failures | consume),
-        ("sweeper", async_failures),
+        ("sweeper", async_failures | clean_up),
     ):
         statements = role_statements(sample_template, _role_of(sample_template, name))
         assert _actions(statements) == expected | extra, name

@@ -51,6 +51,7 @@ def test_runs_table_indexes_follow_the_adapter_definitions(any_template: Templat
             tables.INDEX_BY_STATUS,
             tables.INDEX_BY_ENVIRONMENT,
             tables.INDEX_BY_WAKE_TIME,
+            tables.INDEX_BY_CODE_VERSION,
         }
     )
     for name, index in expected.items():

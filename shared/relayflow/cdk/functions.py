@@ -1,4 +1,9 @@
-"""The four relayflow Lambda functions: api, drive, sweeper and worker, each with its own role."""
+"""The four relayflow Lambda functions: api, drive, sweeper and worker, each with its own role.
+
+Every deploy publishes a version of each function, behind the alias `live` that everything
+invoking it goes through; old versions are kept (a pinned run keeps invoking the version it
+started on) until the sweeper deletes the ones no run needs any more.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +18,24 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 __all__ = [
+    "ALIAS_NAME",
     "FUNCTION_SPECS",
     "FunctionHandlers",
     "FunctionSpec",
     "RelayflowFunctions",
     "drive_function_name",
     "function_arn",
+    "relayflow_function_name",
 ]
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 _MAX_FUNCTION_NAME = 64
+#: The alias every invoker of a relayflow function goes through: the version deployed last.
+ALIAS_NAME = "live"
+#: Functions named from the construct's path instead of by CloudFormation: their own roles
+#: name them (the api and drive invoke their own earlier versions, the sweeper deletes its
+#: own), which a generated name would make a circular reference.
+_NAMED = frozenset({"api", "drive", "sweeper"})
 
 
 @dataclass(frozen=True)
@@ -100,19 +113,25 @@ class FunctionHandlers:
         return tuple(h.rpartition(".")[0] for h in chosen if h)
 
 
-def drive_function_name(scope: Construct) -> str:
-    """A deterministic, unique name for the drive function of `scope` (at most 64 characters).
-
-    Alarms created at run time target the drive function, and the drive function arms alarms,
-    so it needs its own ARN; a fixed name avoids a function that references itself.
-    """
-    suffix = "-drive"
+def relayflow_function_name(scope: Construct, function: str) -> str:
+    """A deterministic, unique name for the function `function` (`api`, `drive`...) of
+    `scope` (at most 64 characters)."""
+    suffix = f"-{function}"
     return (
         Names.unique_resource_name(
             scope, max_length=_MAX_FUNCTION_NAME - len(suffix), separator="-"
         )
         + suffix
     )
+
+
+def drive_function_name(scope: Construct) -> str:
+    """A deterministic, unique name for the drive function of `scope` (at most 64 characters).
+
+    Alarms created at run time target the drive function, and the drive function arms alarms,
+    so it needs its own ARN; a fixed name avoids a function that references itself.
+    """
+    return relayflow_function_name(scope, "drive")
 
 
 class RelayflowFunctions(Construct):
@@ -133,13 +152,15 @@ class RelayflowFunctions(Construct):
         sweeper_memory_size: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
-        drive_name: str,
+        names: dict[str, str],
         failure_queue: sqs.IQueue,
         handlers: FunctionHandlers | None = None,
     ) -> None:
-        """Create the functions; async invocations that keep failing go to `failure_queue`."""
+        """Create the functions (those in `names` get that name) and their `live` aliases;
+        async invocations that keep failing go to `failure_queue`."""
         super().__init__(scope, construct_id)
         self.functions: dict[str, lambda_.Function] = {}
+        self.aliases: dict[str, lambda_.Alias] = {}
         handlers = handlers or FunctionHandlers()
         for spec in FUNCTION_SPECS:
             log_group = logs.LogGroup(
@@ -157,7 +178,7 @@ class RelayflowFunctions(Construct):
             function = lambda_.Function(
                 self,
                 spec.name.capitalize(),
-                function_name=drive_name if spec.name == "drive" else None,
+                function_name=names.get(spec.name),
                 description=spec.description,
                 code=code,
                 handler=handlers.handler(spec),
@@ -179,11 +200,35 @@ class RelayflowFunctions(Construct):
                 on_failure=destinations.SqsDestination(failure_queue)
                 if spec.asynchronous
                 else None,
+                current_version_options=_version_options(spec, failure_queue),
             )
             # The role is created here, so logging rights are granted explicitly (no managed
             # policy), scoped to the function's own log group.
             log_group.grant_write(role)
             self.functions[spec.name] = function
+            self.aliases[spec.name] = self._alias(spec, function, failure_queue)
+
+    def _alias(
+        self, spec: FunctionSpec, function: lambda_.Function, failure_queue: sqs.IQueue
+    ) -> lambda_.Alias:
+        version = function.current_version
+        # A retained version keeps its own asynchronous-invocation settings: a pinned run's
+        # hand-off to it may still fail over to the dead-letter queue.
+        invoke_config = version.node.try_find_child("EventInvokeConfig")
+        if invoke_config is not None:
+            invoke_config.node.default_child.apply_removal_policy(  # type: ignore[union-attr]
+                RemovalPolicy.RETAIN
+            )
+        return lambda_.Alias(
+            self,
+            f"{spec.name.capitalize()}Alias",
+            alias_name=ALIAS_NAME,
+            version=version,
+            description=f"relayflow {spec.name}: the version deployed last",
+            retry_attempts=2 if spec.asynchronous else None,
+            max_event_age=Duration.hours(1) if spec.asynchronous else None,
+            on_failure=destinations.SqsDestination(failure_queue) if spec.asynchronous else None,
+        )
 
     @property
     def api(self) -> lambda_.Function:
@@ -204,6 +249,18 @@ class RelayflowFunctions(Construct):
     def worker(self) -> lambda_.Function:
         """The step host function (hosts workflow bodies)."""
         return self.functions["worker"]
+
+
+def _version_options(spec: FunctionSpec, failure_queue: sqs.IQueue) -> lambda_.VersionOptions:
+    # Old versions stay when a deploy publishes a new one: runs pinned to them still invoke
+    # them. The sweeper deletes them once no run needs them (RELAYFLOW_VERSION_RETENTION_DAYS).
+    return lambda_.VersionOptions(
+        removal_policy=RemovalPolicy.RETAIN,
+        description=f"relayflow {spec.name}",
+        retry_attempts=2 if spec.asynchronous else None,
+        max_event_age=Duration.hours(1) if spec.asynchronous else None,
+        on_failure=destinations.SqsDestination(failure_queue) if spec.asynchronous else None,
+    )
 
 
 def function_arn(stack: Stack, function_name: str) -> str:

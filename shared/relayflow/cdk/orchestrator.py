@@ -14,7 +14,7 @@ from aws_cdk import CfnOutput, Duration, SecretValue, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from relayflow import config
 from relayflow.adapters.aws import tables
@@ -23,10 +23,11 @@ from relayflow.api import settings as api_settings
 from relayflow.cdk.api import RelayflowHttpApi
 from relayflow.cdk.bundling import BundleError, LambdaBundle, lambda_code
 from relayflow.cdk.functions import (
+    ALIAS_NAME,
     FunctionHandlers,
     RelayflowFunctions,
-    drive_function_name,
     function_arn,
+    relayflow_function_name,
 )
 from relayflow.cdk.monitoring import RelayflowMonitoring
 from relayflow.cdk.props import (
@@ -103,8 +104,13 @@ class RelayflowOrchestrator(Construct):
                 else None
             ),
         )
-        drive_name = drive_function_name(self)
-        self.drive_function_arn = function_arn(stack, drive_name)
+        self.function_names = names = {
+            name: relayflow_function_name(self, name) for name in ("api", "drive", "sweeper")
+        }
+        self.function_arns = {name: function_arn(stack, n) for name, n in names.items()}
+        # Alarms and hand-offs reach the drive function through its alias: the version
+        # deployed last (a run pinned to an older one is handed to that version by the engine).
+        self.drive_function_arn = f"{self.function_arns['drive']}:{ALIAS_NAME}"
         self.scheduling = RelayflowScheduling(
             self,
             "Scheduling",
@@ -120,11 +126,13 @@ class RelayflowOrchestrator(Construct):
             sweeper_memory_size=props.sweeper_memory_size,
             log_retention=props.log_retention,
             removal_policy=props.removal_policy,
-            drive_name=drive_name,
+            names=names,
             failure_queue=self.scheduling.dead_letter_queue,
             handlers=props.handlers,
         )
-        self.scheduling.add_sweeper_schedule(self.functions.sweeper, props.sweeper_interval)
+        self.scheduling.add_sweeper_schedule(
+            self.functions.aliases["sweeper"], props.sweeper_interval
+        )
         self.timers = RelayflowTimers(
             self,
             "Timers",
@@ -132,12 +140,12 @@ class RelayflowOrchestrator(Construct):
             drive_timeout=self.functions.drive.timeout or Duration.minutes(15),
             removal_policy=props.removal_policy,
         )
-        self.timers.consume_with(self.functions.drive)
+        self.timers.consume_with(self.functions.aliases["drive"])
         self.tokens_secret = self._tokens_secret() if props.api_auth is ApiAuthMode.BEARER else None
         self.http_api = RelayflowHttpApi(
             self,
             "Api",
-            handler=self.functions.api,
+            handler=self.functions.aliases["api"],
             api_name=f"relayflow-{props.environment_name}",
             auth=props.api_auth,
             cors=props.cors,
@@ -149,6 +157,7 @@ class RelayflowOrchestrator(Construct):
         self._configure_engine_functions()
         self._configure_api_function()
         self._configure_worker_function()
+        self._configure_version_cleanup()
         self.monitoring = RelayflowMonitoring(
             self,
             "Monitoring",
@@ -237,7 +246,7 @@ class RelayflowOrchestrator(Construct):
         if isinstance(host, InlineStepHost):
             return "inline"
         if isinstance(host, WorkerStepHost):
-            return f"lambda:{self.functions.worker.function_arn}"
+            return f"lambda:{self.functions.aliases['worker'].function_arn}"
         if isinstance(host, LambdaStepHost):
             return f"lambda:{host.function.function_arn}"
         return f"http:{host.url}"
@@ -254,9 +263,7 @@ class RelayflowOrchestrator(Construct):
     def _configure_engine_functions(self) -> None:
         env = self._engine_environment()
         storage = self.storage
-        invoke_targets = [self.drive_function_arn] + [
-            fn.function_arn for fn in self._step_host_functions()
-        ]
+        invoke_targets = self._invoke_targets()
         for function in self.engine_functions:
             for name, value in env.items():
                 function.add_environment(name, value)
@@ -305,6 +312,45 @@ class RelayflowOrchestrator(Construct):
         drive = self.functions.drive.node.default_child
         assert isinstance(drive, lambda_.CfnFunction)
         drive.recursive_loop = "Allow"
+
+    def _invoke_targets(self) -> list[str]:
+        """What the engine functions invoke: any version of the api, drive, sweeper and worker
+        functions (`<arn>:*`; the `live` alias, and the version a pinned run started on: each
+        of them runs workflow bodies, so a run can be pinned to any), and the step host
+        functions of others, unqualified."""
+        targets = [f"{arn}:*" for arn in self.function_arns.values()]
+        for host in self.props.step_hosts:
+            if isinstance(host, WorkerStepHost):
+                targets.append(f"{self.functions.worker.function_arn}:*")
+            elif isinstance(host, LambdaStepHost):
+                targets.append(host.function.function_arn)
+        return targets
+
+    def _configure_version_cleanup(self) -> None:
+        """The sweeper deletes the old versions of the four functions that no run needs:
+        it may list their versions and aliases and delete versions, never a function."""
+        sweeper = self.functions.sweeper
+        functions = [*self.function_arns.values(), self.functions.worker.function_arn]
+        sweeper.add_environment(
+            config.ENV_VERSIONED_FUNCTIONS,
+            ",".join([*self.function_names.values(), self.functions.worker.function_name]),
+        )
+        sweeper.add_environment(
+            config.ENV_VERSION_RETENTION_DAYS, str(self.props.version_retention_days)
+        )
+        role = _role_of(sweeper)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["lambda:ListVersionsByFunction", "lambda:ListAliases"],
+                resources=functions,
+            )
+        )
+        # Qualified ARNs only: a version can be deleted, the function itself cannot.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["lambda:DeleteFunction"], resources=[f"{arn}:*" for arn in functions]
+            )
+        )
 
     def _configure_api_function(self) -> None:
         api = self.functions.api
@@ -404,6 +450,7 @@ class RelayflowOrchestrator(Construct):
                 "scheduler:ListSchedules supports no resource-level permission; it is the only "
                 "action granted on '*' and reveals schedule names only.",
             )
+            self._acknowledge_versions(policy)
         worker_policy = _role_of(self.functions.worker).node.try_find_child("DefaultPolicy")
         assert worker_policy is not None
         acknowledge(
@@ -427,6 +474,26 @@ class RelayflowOrchestrator(Construct):
                 "Holds SHA-256 digests of API tokens that operators issue; rotating means "
                 "issuing new tokens and replacing the digests, which no rotation Lambda can do.",
             )
+
+    def _acknowledge_versions(self, policy: IConstruct) -> None:
+        """`<function arn>:*` names the versions and the alias of one of our functions."""
+        reason = (
+            "Any version of this deployment's own function: a pinned run is sent to the "
+            "version it started on (and the sweeper deletes versions no run needs); only "
+            "that function's versions and its alias match."
+        )
+        for name in self.function_names.values():
+            acknowledge(
+                policy,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:"
+                f"<AWS::AccountId>:function:{name}:*]",
+                reason,
+            )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(self.functions.worker)}.Arn>:*]",
+            reason,
+        )
 
     def _outputs(self) -> None:
         # Stable output keys (`<construct id>ApiUrl`, ...) so scripts can look them up.

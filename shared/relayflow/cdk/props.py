@@ -131,6 +131,9 @@ class RelayflowOrchestratorProps:
         api_auth: How API callers authenticate (bearer tokens or IAM).
         cors: CORS for browser callers; `None` answers no preflight.
         run_retention_days: Days finished runs are kept before the table's TTL removes them.
+        version_retention_days: Days a published version of a relayflow function is kept
+            after it was published and after the last run pinned to it ended; then the
+            sweeper deletes it (unless an alias points to it or a run pinned to it lives).
         payload_expiration_days: Days after which payload objects expire; `None` keeps them.
             Payloads are shared by content hash, so pick a value well above the longest life
             of a run plus `run_retention_days`.
@@ -162,6 +165,7 @@ class RelayflowOrchestratorProps:
     api_auth: ApiAuthMode = ApiAuthMode.BEARER
     cors: CorsSettings | None = None
     run_retention_days: int = 30
+    version_retention_days: int = 14
     payload_expiration_days: int | None = None
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
     alarm_email: str | None = None

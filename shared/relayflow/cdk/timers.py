@@ -48,8 +48,9 @@ class RelayflowTimers(HoldsScheduleGroup, Construct):
         )
         self._create_group(self, "RecurringGroup")
 
-    def consume_with(self, drive: lambda_.Function) -> None:
-        """Let `drive` consume the alarm queue, reporting only the failed messages of a batch."""
+    def consume_with(self, drive: lambda_.IFunction) -> None:
+        """Let `drive` (the drive function's alias) consume the alarm queue, reporting only
+        the failed messages of a batch."""
         drive.add_event_source(
             sources.SqsEventSource(
                 self.alarm_queue,

@@ -29,6 +29,15 @@ def build_of(record: RunRecord) -> str | None:
     return record.code_version.build if record.code_version is not None else None
 
 
+def pinned_function(record: RunRecord) -> str | None:
+    """The qualified Lambda function (``name:7``) ``record`` keeps invoking, which must not be
+    deleted while the run lives (None: no pin, or ``name:$LATEST``, which pins nothing)."""
+    pin = pin_of(record)
+    if pin is None or pin.function is None or pin.function.endswith(":$LATEST"):
+        return None
+    return pin.function
+
+
 def record_code_version(rec: RunRecord, response: StepResponse) -> None:
     """Note on the working copy ``rec`` the code that answered, and that it is reachable."""
     rec.version_wait = None

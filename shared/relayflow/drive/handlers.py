@@ -42,9 +42,13 @@ def make_sweeper_handler(
     *,
     metrics: MetricsSink | None = None,
     settings: Callable[[], Settings] = current_settings,
+    clean_versions: Callable[[WorkflowDriver], dict[str, Any]] | None = None,
 ) -> Handler:
     """The sweeper: drives again the runs whose wake time passed (a missed alarm, a dead holder),
-    within ``sweep_budget_ms`` capped by the function's remaining time less the margin."""
+    within ``sweep_budget_ms`` capped by the function's remaining time less the margin.
+
+    With ``clean_versions``, it first deletes the old Lambda versions no run needs (bounded
+    per call); a failure there is logged and the sweep goes on."""
     sweep = _budgeted(
         factory,
         metrics=metrics,
@@ -55,11 +59,25 @@ def make_sweeper_handler(
     )
 
     def handler(event: Any, context: Any) -> dict[str, Any]:
+        versions = _cleaned(clean_versions, factory) if clean_versions is not None else None
         result = sweep(event, context)
         _log.info("sweep finished", extra={"runs": len(result["swept"])})
+        if versions is not None:
+            result["versions"] = versions
         return result
 
     return handler
+
+
+def _cleaned(
+    clean: Callable[[WorkflowDriver], dict[str, Any]], factory: Callable[[], WorkflowDriver]
+) -> dict[str, Any]:
+    # Runs before the sweep, whose budget then counts the time it took; it never fails it.
+    try:
+        return clean(factory())
+    except Exception as exc:
+        _log.exception("cleaning old Lambda versions failed")
+        return {"error": type(exc).__name__}
 
 
 def _budgeted(

@@ -53,6 +53,11 @@ def text(raw: Raw) -> str:
     return raw.text
 
 
+def names(raw: Raw) -> tuple[str, ...]:
+    """Comma-separated names, blanks and repeats left out, in the order given."""
+    return tuple(dict.fromkeys(n.strip() for n in raw.text.split(",") if n.strip()))
+
+
 def flag(raw: Raw) -> bool:
     """``true``/``1``/``yes``/``on`` or ``false``/``0``/``no``/``off``."""
     lowered = raw.text.lower()
@@ -207,4 +212,6 @@ def shown_default(parse: Parser[Any], default: Any) -> str:
         return f"`{default.kind}`"
     if isinstance(default, Mapping):
         return f"`{json.dumps(dict(default))}`"
+    if isinstance(default, tuple):
+        return f"`{','.join(default)}`" if default else "—"
     return f"`{default}`"

@@ -37,6 +37,14 @@ INDEX_BY_WORKFLOW = "byWorkflow"
 INDEX_BY_STATUS = "byStatus"
 INDEX_BY_ENVIRONMENT = "byEnvironment"
 INDEX_BY_WAKE_TIME = "byWakeTime"
+#: The qualified Lambda function a pinned run's body runs on (``name:7``): the partition of
+#: the code-version index, which only pinned runs enter.
+CODE_VERSION_KEY = "gCode"
+#: The code-version index's sort key: ``live`` while the run has not ended, then
+#: ``ended#<completedAt, 15 digits>`` (below ``live``), so the greatest key of a version says
+#: whether a run still needs it, or when the last one ended.
+CODE_VERSION_END = "gCodeEnd"
+INDEX_BY_CODE_VERSION = "byCodeVersion"
 #: Header attributes the listing indexes carry for their filters (environment, tag): only ones
 #: that never change after the insert, so a save rewrites an index entry only when its key
 #: changes. The run id is the table key every entry carries; a status filter runs on the
@@ -72,6 +80,8 @@ RUNS_TABLE: dict[str, Any] = {
         {"AttributeName": ENVIRONMENT_KEY, "AttributeType": "S"},
         {"AttributeName": WAKE_SHARD_KEY, "AttributeType": "S"},
         {"AttributeName": WAKE_BUCKET, "AttributeType": "N"},
+        {"AttributeName": CODE_VERSION_KEY, "AttributeType": "S"},
+        {"AttributeName": CODE_VERSION_END, "AttributeType": "S"},
     ],
     "KeySchema": [
         {"AttributeName": PK, "KeyType": "HASH"},
@@ -87,6 +97,16 @@ RUNS_TABLE: dict[str, Any] = {
             "KeySchema": [
                 {"AttributeName": WAKE_SHARD_KEY, "KeyType": "HASH"},
                 {"AttributeName": WAKE_BUCKET, "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        },
+        {
+            # Sparse: only runs pinned to a qualified Lambda version carry these attributes,
+            # whose values change twice at most (pinned, ended), so saves rarely touch it.
+            "IndexName": INDEX_BY_CODE_VERSION,
+            "KeySchema": [
+                {"AttributeName": CODE_VERSION_KEY, "KeyType": "HASH"},
+                {"AttributeName": CODE_VERSION_END, "KeyType": "RANGE"},
             ],
             "Projection": {"ProjectionType": "KEYS_ONLY"},
         },

@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 from relayflow.core.cursors import decode_cursor, encode_cursor
 from relayflow.core.record import RunRecord
-from relayflow.core.versions import build_of
+from relayflow.core.versions import build_of, pinned_function
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
-from relayflow.ports import RunPage, RunQuery
+from relayflow.ports import RunPage, RunQuery, VersionUsage
 
 
 def matches_query(record: RunRecord, query: RunQuery) -> bool:
@@ -124,6 +124,17 @@ class InMemoryRunStore:
                 if stored.wake_at is not None and stored.wake_at <= before_ms
             ]
         return [run_id for _, run_id in sorted(due)[:limit]]
+
+    def version_usage(self, function: str) -> VersionUsage:
+        """Whether a run pinned to the qualified function ``function`` lives, or when the
+        last one ended (the same answer as the DynamoDB store's index)."""
+        with self._changed:
+            stored = list(self._docs.values())
+        pinned = [r for r in (s.record() for s in stored) if pinned_function(r) == function]
+        ended = [r.completed_at or r.started_at for r in pinned if r.is_terminal]
+        return VersionUsage(
+            live=len(ended) < len(pinned), last_ended_at=max(ended) if ended else None
+        )
 
     def wait_for_change(self, run_id: str, after_version: int, timeout_s: float) -> bool:
         """Block until ``run_id`` is stored at a version above ``after_version``."""

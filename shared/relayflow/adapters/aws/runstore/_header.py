@@ -15,6 +15,7 @@ from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.runstore import _codec, _keys, _pages
 from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredField
 from relayflow.core.record import RunRecord
+from relayflow.core.versions import pinned_function
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
 from relayflow.payloads import UNREADABLE_PAYLOADS
@@ -128,6 +129,10 @@ class HeaderCodec:
             item[tables.WAKE_BUCKET] = attributes.n(
                 state.wake_index - state.wake_index % tables.WAKE_BUCKET_MS
             )
+        pinned = pinned_function(record)
+        if pinned is not None:
+            item[tables.CODE_VERSION_KEY] = attributes.s(pinned)
+            item[tables.CODE_VERSION_END] = attributes.s(_keys.code_version_end(record))
         if expires is not None:
             item[tables.TTL_ATTRIBUTE] = attributes.n(expires)
         if state.expiry_pending:

@@ -19,7 +19,7 @@ from relayflow.core.record import RunRecord
 from relayflow.core.versions import build_of
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
-from relayflow.ports import RunPage, RunQuery
+from relayflow.ports import RunPage, RunQuery, VersionUsage
 from relayflow.protocol import ENVIRONMENTS
 
 if TYPE_CHECKING:
@@ -167,6 +167,26 @@ class RunIndexReader:
                     found[item[tables.PK]["S"]] = self._header_record(item)
                 pending = dict(answer.get("UnprocessedKeys") or {})
         return [found[r] for r in run_ids if r in found]
+
+    def version_usage(self, function: str) -> VersionUsage:
+        """Whether a run pinned to ``function`` (``name:7``) lives, or when the last ended:
+        the greatest key of its partition of the code-version index, one item read."""
+        answer = self._call(
+            f"reading the runs pinned to {function}",
+            self._db().query,
+            TableName=self.table_name,
+            IndexName=tables.INDEX_BY_CODE_VERSION,
+            KeyConditionExpression="#f = :f",
+            ExpressionAttributeNames={"#f": tables.CODE_VERSION_KEY},
+            ExpressionAttributeValues={":f": attributes.s(function)},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = answer.get("Items", [])
+        if not items:
+            return VersionUsage(live=False, last_ended_at=None)
+        ended_at = _keys.code_version_ended_at(items[0][tables.CODE_VERSION_END]["S"])
+        return VersionUsage(live=ended_at is None, last_ended_at=ended_at)
 
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
         """Ids of runs whose wake time is at or before ``before_ms``, earliest first.

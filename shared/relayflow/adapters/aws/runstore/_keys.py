@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from relayflow.adapters.aws import tables
+from relayflow.core.record import RunRecord
 
 #: The sort key of a run's header item.
 HEADER_SK = "#run"
@@ -48,3 +49,23 @@ def wake_shard(run_id: str) -> str:
     """The wake-time index partition of a run."""
     bucket = int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % tables.WAKE_SHARDS
     return f"wake#{bucket}"
+
+
+#: The code-version index's sort key of a run that has not ended (above every ended one).
+CODE_VERSION_LIVE = "live"
+_CODE_VERSION_ENDED = "ended#"
+
+
+def code_version_end(record: RunRecord) -> str:
+    """The code-version index's sort key of ``record``: ``live``, or when it ended."""
+    if not record.is_terminal:
+        return CODE_VERSION_LIVE
+    ended = record.completed_at if record.completed_at is not None else record.started_at
+    return f"{_CODE_VERSION_ENDED}{ended:015d}"
+
+
+def code_version_ended_at(end_key: str) -> int | None:
+    """When the run of a code-version index sort key ended (None: it has not)."""
+    if not end_key.startswith(_CODE_VERSION_ENDED):
+        return None
+    return int(end_key.removeprefix(_CODE_VERSION_ENDED))

@@ -36,7 +36,7 @@ from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.payloads import UNREADABLE_PAYLOADS
-from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery
+from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery, VersionUsage
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -494,6 +494,11 @@ class DynamoDBRunStore:
     def due_runs(self, before_ms: int, limit: int = 100) -> list[str]:
         """Ids of runs whose wake time is at or before ``before_ms``, earliest first."""
         return self._reader.due_runs(before_ms, limit)
+
+    def version_usage(self, function: str) -> VersionUsage:
+        """Whether a run pinned to the qualified function ``function`` lives, or when the
+        last one ended (the code-version index; see ``tables.INDEX_BY_CODE_VERSION``)."""
+        return self._reader.version_usage(function)
 
     def _call(self, action: str, fn: Callable[..., Any], **params: Any) -> Any:
         try:

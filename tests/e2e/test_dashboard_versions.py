@@ -1,5 +1,6 @@
 """Code versions on the dashboard in headless Chromium against ``relayflow dev --reload``: a
-pinned run left waiting for its build by a code change shows its "Version" line (build,
+pinned run left waiting for its build by a code change (and the loss of the stack's copy of
+that build) shows its "Version" line (build,
 versioning, why it waits), is found by the runs list's build filter, and "Upgrade to current
 version" moves it to the new build, where it completes.
 
@@ -9,6 +10,7 @@ A screenshot of the waiting run's page lands in ``artifacts/dashboard/`` (git-ig
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 import time
 from collections.abc import Iterator
@@ -89,8 +91,8 @@ def eventually(dev: DevProcess, run_id: str, check: Any, what: str) -> dict[str,
 
 
 def stranded_run(dev: DevProcess, module: Path) -> tuple[str, str]:
-    """A pinned run waiting for the build it started on, after a code change; its id and
-    that build."""
+    """A pinned run waiting for the build it started on, after a code change and the loss of
+    the stack's copy of that build; its id and that build."""
     answer = requests.post(
         f"{dev.url}/api/runs", json={"workflowId": "versions.pinned"}, headers=AUTH, timeout=30
     )
@@ -103,6 +105,7 @@ def stranded_run(dev: DevProcess, module: Path) -> tuple[str, str]:
     while sum("Ctrl-C stops" in line for line in dev.lines) < 2:
         assert time.monotonic() < deadline, dev.output()
         time.sleep(0.1)
+    shutil.rmtree(module.parent / "state" / "builds" / build)
     signal = requests.post(
         f"{dev.url}/api/runs/{run['id']}/signals",
         json={"name": "go", "payload": {}},

@@ -214,7 +214,7 @@ class Invocation:
         Between a step's end and the body's next operation nothing leaves the process, so
         the step is durable before the body goes on either way; when the body suspends or
         ends first, the save of its answer (the one that parks or ends the run) makes the
-        step durable and the checkpoint write is saved. Only a top-level step of a ``def``
+        step durable and no checkpoint write is needed. Only a top-level step of a ``def``
         body qualifies: there nothing else runs while the body goes on (branches of a map,
         parallel or ``async`` body do), and a mark of a started attempt is written at once.
         """

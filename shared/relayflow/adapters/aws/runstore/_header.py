@@ -33,9 +33,10 @@ def wake_index(record: RunRecord, old: RunSnapshot, now: int) -> int | None:
     entry changes only when the run parks or ends (one index write per wait, not three).
 
     A run that parks to wake within one bucket from now keeps an entry no later than its
-    wake time too: the sweeper still finds it by then, and reads it on no more passes than
-    if it sat in its wake time's bucket (every bucket up to the current one is read), so a
-    run of short sleeps writes its index entry once instead of at every bucket it crosses.
+    wake time too: the sweeper reads every bucket up to the current one, so it still finds
+    the run by its wake time, and reads its header on a few more passes at most (those
+    before the wake's bucket begins). A run of short sleeps so writes its index entry once
+    instead of at every bucket it crosses.
     """
     if record.is_terminal:
         return None

@@ -63,7 +63,9 @@ def test_a_sparse_index_has_no_entry_without_its_keys() -> None:
 def test_the_write_trace_prices_each_item_of_a_sleepy_run() -> None:
     writes, tally = write_trace.trace(3)
     kinds = {write_trace.kind_of(w) for w in writes if w.table.endswith("runs")}
-    assert {"#run", "log#"} <= kinds
+    assert "#run" in kinds
+    # Every step is followed by a sleep or the end: the save of the answer is its checkpoint.
+    assert "log#" not in kinds
     assert sum(w.table_units for w in writes) == tally.table_write_units
     assert sum(sum(w.index_units.values()) for w in writes) == tally.index_write_units
 
@@ -81,11 +83,12 @@ def test_the_requests_figure_counts_writes_and_alarms(
     for sleepy in requests.sleepy.values():
         assert sleepy.lambdas.alarm_drives == 2
         assert sleepy.tally.count("scheduler.CreateSchedule") == 2
-    # Per step, every step is one more checkpoint write than batched.
+    # Per step, every step but the last is one more checkpoint write than batched (the last
+    # ends the body: the save of the answer is its checkpoint).
     per_step = requests.sequential_of(fig_requests.PER_STEP, 8)
     batched = requests.sequential_of(fig_requests.BATCHED, 8)
     assert per_step is not None and batched is not None
-    assert per_step.tally.count("dynamodb.PutItem") >= batched.tally.count("dynamodb.PutItem") + 8
+    assert per_step.tally.count("dynamodb.PutItem") >= batched.tally.count("dynamodb.PutItem") + 7
     assert {row.verdict for row in fig_requests.rows(requests)} <= {"PASS", "FAIL", ""}
 
 

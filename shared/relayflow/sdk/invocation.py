@@ -130,6 +130,9 @@ class Invocation:
         self._patch_marks: dict[str, tuple[str, ...]] = {}
         #: The journal's entries by scope, for ``ctx.patched()`` (built at its first call).
         self._by_scope: dict[str, list[tuple[str, StepJournalEntry]]] | None = None
+        #: A finished step whose checkpoint waits for the body's next operation: written
+        #: before it, or carried by the answer when the body suspends or ends first.
+        self._unwritten: tuple[str, StepJournalEntry] | None = None
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -154,6 +157,7 @@ class Invocation:
         or any operation after a non-determinism was found, raises before it runs."""
         if self.nondeterminism is not None:
             raise self.nondeterminism
+        self.write_unwritten()
         self.claim(key)
         if ordinal is not None:
             self._ordinals[key] = ordinal
@@ -194,14 +198,38 @@ class Invocation:
         if marks:
             entry.patches = tuple(dict.fromkeys((*(entry.patches or ()), *marks)))
         self.journal.step_results[key] = entry
-        changed = self.journal_overruns()
+        changed = [other for other in self.journal_overruns() if other != key]
         if self.checkpointer is not None:
+            self.write_unwritten()
             for other in changed:
-                if other != key:
-                    self._checkpoint(
-                        self.checkpointer.step, other, self.journal.step_results[other]
-                    )
+                self._checkpoint(self.checkpointer.step, other, self.journal.step_results[other])
+            if not changed and self._may_wait_for_next_operation(key, entry):
+                self._unwritten = (key, entry)
+                return
             self._checkpoint(self.checkpointer.step, key, entry)
+
+    def _may_wait_for_next_operation(self, key: str, entry: StepJournalEntry) -> bool:
+        """Whether the checkpoint of a finished step may wait for the body's next operation.
+
+        Between a step's end and the body's next operation nothing leaves the process, so
+        the step is durable before the body goes on either way; when the body suspends or
+        ends first, the save of its answer (the one that parks or ends the run) makes the
+        step durable and no checkpoint write is needed. Only a top-level step of a ``def``
+        body qualifies: there nothing else runs while the body goes on (branches of a map,
+        parallel or ``async`` body do), and a mark of a started attempt is written at once.
+        """
+        return (
+            entry.kind == "step"
+            and entry.status == "ok"
+            and not scope_of(key)
+            and not self.workflow.is_async
+        )
+
+    def write_unwritten(self) -> None:
+        """Write the checkpoint that waits for the body's next operation, if any."""
+        waiting, self._unwritten = self._unwritten, None
+        if waiting is not None and self.checkpointer is not None:
+            self._checkpoint(self.checkpointer.step, *waiting)
 
     def journal_overruns(self) -> list[str]:
         """Journal when the timed-out attempts of this run whose code ended in this process
@@ -281,6 +309,7 @@ class Invocation:
         """
         if self.nondeterminism is not None:
             raise self.nondeterminism
+        self.write_unwritten()
         self.stop_if_journal_only()
         self.check_cancel()
         self._live_count += 1
@@ -363,11 +392,13 @@ class Invocation:
     def checkpoint_metadata(self, update: MetadataUpdate) -> None:
         """Make a metadata update made outside any step durable (steps carry their own)."""
         if self.checkpointer is not None:
+            self.write_unwritten()
             self._checkpoint(self.checkpointer.metadata, update)
 
     def emit_chunk(self, chunk: StreamChunk) -> None:
         """Add a stream chunk to the response (durable first, with per-step checkpoints)."""
         if self.checkpointer is not None:
+            self.write_unwritten()
             self._checkpoint(self.checkpointer.chunk, chunk)
         with self._lock:
             self.stream_chunks.append(chunk)

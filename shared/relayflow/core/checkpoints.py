@@ -57,23 +57,31 @@ def fold(record: RunRecord, entries: Iterable[CheckpointEntry]) -> None:
     """Apply log entries after ``record.checkpoint_seq`` to ``record`` (a working copy).
 
     Step entries replace the journal entry of their key (and apply the metadata updates made
-    inside the step), metadata and chunk entries apply once, fences, cancels and pauses
-    only move the high-water mark.
+    inside the step), metadata and chunk entries apply once, a group applies its entries in
+    order, fences, cancels and pauses only move the high-water mark.
     """
     for entry in entries:
         if entry.seq <= record.checkpoint_seq:
             continue
-        if entry.kind == "step" and entry.key is not None and entry.step is not None:
-            old = record.journal.step_results.get(entry.key)
-            before = attempts_of(old) if old is not None else 0
-            record.journal.step_results[entry.key] = entry.step
-            record.operations_count += max(0, attempts_of(entry.step) - before)
-            apply_updates(record, list(entry.step.metadata_updates))
-        elif entry.kind == "metadata" and entry.metadata is not None:
-            apply_updates(record, [entry.metadata])
-        elif entry.kind == "chunk" and entry.chunk is not None:
-            add_chunks(record, [entry.chunk])
+        _apply(record, entry)
         record.checkpoint_seq = entry.seq
+
+
+def _apply(record: RunRecord, entry: CheckpointEntry) -> None:
+    if entry.kind == "group":
+        for grouped in entry.entries or ():
+            _apply(record, grouped)
+        return
+    if entry.kind == "step" and entry.key is not None and entry.step is not None:
+        old = record.journal.step_results.get(entry.key)
+        before = attempts_of(old) if old is not None else 0
+        record.journal.step_results[entry.key] = entry.step
+        record.operations_count += max(0, attempts_of(entry.step) - before)
+        apply_updates(record, list(entry.step.metadata_updates))
+    elif entry.kind == "metadata" and entry.metadata is not None:
+        apply_updates(record, [entry.metadata])
+    elif entry.kind == "chunk" and entry.chunk is not None:
+        add_chunks(record, [entry.chunk])
 
 
 def fence_entry(seq: int) -> CheckpointEntry:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from relayflow.config import read_overrun_grace_max_ms
+from relayflow.config import read_group_checkpoints, read_overrun_grace_max_ms
 from relayflow.errors import (
     CancelledSignal,
     CheckpointUnavailableError,
@@ -24,7 +24,7 @@ from relayflow.protocol import (
     Waitpoint,
     WaitpointResolution,
 )
-from relayflow.sdk.checkpoints import Checkpointer
+from relayflow.sdk.checkpoints import OWED, Checkpointer, Owed
 from relayflow.sdk.ordinals import JournalOrder, Operation, scope_of
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
@@ -62,6 +62,10 @@ class ExecutorOptions:
             work (a step attempt, a poll, a stream, a rate limit reservation, a compensation
             not journalled) ends the invocation with a ``checkpoint:`` wait whose reason is
             ``journal_end``, before any user function runs.
+        group_checkpoints: With per-step checkpoints, entries that become ready while a
+            checkpoint write is in flight share the next write, and an entry is waited for
+            only when its branch goes on; ``False`` writes each entry on its own, at once
+            (``RELAYFLOW_GROUP_CHECKPOINTS``).
     """
 
     in_process_retry_threshold_ms: int = 1_000
@@ -74,6 +78,7 @@ class ExecutorOptions:
     rate_limiter: RateLimiter | None = None
     overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
     journal_only: bool = False
+    group_checkpoints: bool = field(default_factory=read_group_checkpoints)
 
 
 #: The reason of the wait a journal-only invocation ends with at its first live work.
@@ -185,9 +190,11 @@ class Invocation:
         """Journal ``change_ids`` with the entry of ``key`` when it is recorded."""
         self._patch_marks[key] = change_ids
 
-    def record(self, key: str, entry: StepJournalEntry) -> None:
-        """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
-        (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
+    def record(self, key: str, entry: StepJournalEntry, *, wait: bool = False) -> None:
+        """Journal ``entry`` at ``key`` (with every step whose timed-out code ended since, see
+        :meth:`journal_overruns`). With per-step checkpoints it is durable before the current
+        branch next runs user code or ends (see :meth:`settle`); on return already when
+        ``wait`` or when checkpoints are not grouped."""
         if entry.ordinal is None:
             entry.ordinal = self._ordinals.get(key)
         marks = self._patch_marks.get(key)
@@ -195,13 +202,27 @@ class Invocation:
             entry.patches = tuple(dict.fromkeys((*(entry.patches or ()), *marks)))
         self.journal.step_results[key] = entry
         changed = self.journal_overruns()
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return
+        for other in changed:
+            if other != key:
+                checkpointer.step(other, self.journal.step_results[other])
+        ticket = checkpointer.step(key, entry)
+        if wait or not self.options.group_checkpoints:
+            self._checkpoint(checkpointer.wait, ticket)
+        elif ticket:
+            OWED.set(Owed(checkpointer, ticket, self.settle))
+
+    def settle(self, ticket: int) -> None:
+        """Wait (blocking) until the entry of ``ticket`` is durable."""
         if self.checkpointer is not None:
-            for other in changed:
-                if other != key:
-                    self._checkpoint(
-                        self.checkpointer.step, other, self.journal.step_results[other]
-                    )
-            self._checkpoint(self.checkpointer.step, key, entry)
+            self._checkpoint(self.checkpointer.wait, ticket)
+
+    def settle_all(self) -> None:
+        """Wait (blocking) until every entry submitted so far is durable."""
+        if self.checkpointer is not None:
+            self.settle(self.checkpointer.submitted)
 
     def journal_overruns(self) -> list[str]:
         """Journal when the timed-out attempts of this run whose code ended in this process

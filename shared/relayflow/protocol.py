@@ -293,9 +293,7 @@ class CheckpointChannel(WireModel):
     required: bool | None = None
 
 
-CheckpointKind = Literal[
-    "step", "metadata", "chunk", "fence", "cancel", "pause", "claim", "group"
-]
+CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "pause", "claim", "group"]
 
 
 class CheckpointEntry(WireModel):

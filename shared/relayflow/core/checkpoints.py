@@ -8,7 +8,7 @@ sees every step the previous host made durable before it crashed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from relayflow.core.metadata import apply_updates
@@ -68,10 +68,11 @@ def fold(record: RunRecord, entries: Iterable[CheckpointEntry]) -> None:
 
 
 def _apply(record: RunRecord, entry: CheckpointEntry) -> None:
-    if entry.kind == "group":
-        for grouped in entry.entries or ():
-            _apply(record, grouped)
-        return
+    for one in expand([entry]):
+        _apply_one(record, one)
+
+
+def _apply_one(record: RunRecord, entry: CheckpointEntry) -> None:
     if entry.kind == "step" and entry.key is not None and entry.step is not None:
         old = record.journal.step_results.get(entry.key)
         before = attempts_of(old) if old is not None else 0
@@ -82,6 +83,15 @@ def _apply(record: RunRecord, entry: CheckpointEntry) -> None:
         apply_updates(record, [entry.metadata])
     elif entry.kind == "chunk" and entry.chunk is not None:
         add_chunks(record, [entry.chunk])
+
+
+def expand(entries: Iterable[CheckpointEntry]) -> Iterator[CheckpointEntry]:
+    """The entries of a log in the order they apply, each group replaced by what it carries."""
+    for entry in entries:
+        if entry.kind == "group":
+            yield from expand(entry.entries or ())
+        else:
+            yield entry
 
 
 def fence_entry(seq: int) -> CheckpointEntry:

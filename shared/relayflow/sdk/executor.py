@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from relayflow.errors import (
     CancelledSignal,
+    CheckpointRefusedSignal,
     CompensateRequestedSignal,
     NotJsonError,
     SuspendSignal,
@@ -156,6 +157,8 @@ async def _execute_async(inv: Invocation, root: ContextCore) -> StepResponse:
 
 
 def _classify(exc: BaseException) -> _Outcome:
+    if isinstance(exc, CheckpointRefusedSignal):
+        return _Outcome("error", error=exc.error)
     if isinstance(exc, SuspendSignal):
         return _Outcome("suspended")
     if isinstance(exc, CancelledSignal):
@@ -167,19 +170,25 @@ def _classify(exc: BaseException) -> _Outcome:
     raise exc  # a host crash, KeyboardInterrupt...: never ours to handle
 
 
-def _flush(inv: Invocation) -> Op[None]:
-    """Make every entry durable before the answer reports it done."""
+def _flush(inv: Invocation) -> Op[Exception | None]:
+    """Make every entry durable before the answer reports it done; returns a refusal for
+    good (the run fails with it)."""
     try:
         yield Settle(flush=inv.settle_all)
     except (SuspendSignal, CancelledSignal):
         # The log refused the rest (unavailable, paused, cancelled): the answer carries it,
         # and a cancel found there is answered as one (``request.cancel`` is set).
         pass
+    except CheckpointRefusedSignal as refused:
+        return refused.error
+    return None
 
 
 def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepResponse]:
     """Map the body's outcome to a response, running compensations where it calls for them."""
-    yield from _flush(inv)
+    refused = yield from _flush(inv)
+    if refused is not None and outcome.kind in ("completed", "suspended"):
+        outcome = _Outcome("error", error=refused)
     inv.journal_overruns()
     parts: dict[str, Any] = {
         "journal": inv.journal,

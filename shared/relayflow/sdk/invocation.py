@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from relayflow.config import read_group_checkpoints, read_overrun_grace_max_ms
 from relayflow.errors import (
     CancelledSignal,
+    CheckpointRefusedSignal,
     CheckpointUnavailableError,
     NonDeterminismError,
     RunPausedError,
@@ -215,9 +216,18 @@ class Invocation:
             OWED.set(Owed(checkpointer, ticket, self.settle))
 
     def settle(self, ticket: int) -> None:
-        """Wait (blocking) until the entry of ``ticket`` is durable."""
-        if self.checkpointer is not None:
+        """Wait (blocking) until the entry of ``ticket`` is durable.
+
+        Raises:
+            CheckpointRefusedSignal: The write was refused for good; raised where the next
+                user code would run, it must not pass for that code's own failure.
+        """
+        if self.checkpointer is None:
+            return
+        try:
             self._checkpoint(self.checkpointer.wait, ticket)
+        except Exception as exc:
+            raise CheckpointRefusedSignal(exc) from exc
 
     def settle_all(self) -> None:
         """Wait (blocking) until every entry submitted so far is durable."""

@@ -220,6 +220,8 @@ class MotoStack:
         self._services = services
         self._write_latency_s = write_latency_ms / 1000
         self._group_checkpoints = group_checkpoints
+        #: DynamoDB write requests the latency was added to.
+        self.delayed_writes = 0
         self._on_write = on_write
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._cold_drives = cold_drives
@@ -253,6 +255,10 @@ class MotoStack:
             ),
             on_write=self._on_write,
         )
+        # Before any client exists: a client copies the session's event hooks when created.
+        if self._write_latency_s:
+            for operation in WRITE_OPERATIONS:
+                session.events.register(f"before-call.dynamodb.{operation}", self._delay)
         self.clients = AwsClients(session=session, region=REGION)
         tables.create_resources(self.clients, SETTINGS)
         # Scheduler's own deletion of a fired schedule is not a request the driver makes.
@@ -269,9 +275,7 @@ class MotoStack:
                 checkpoint_interval_ms=self._checkpoint_interval_ms,
                 group_checkpoints=self._group_checkpoints,
             )
-        if self._write_latency_s:
-            for operation in WRITE_OPERATIONS:
-                session.events.register(f"before-call.dynamodb.{operation}", self._delay)
+
         # The in-process step host writes its per-step checkpoints with the metered clients,
         # as a Lambda worker with RELAYFLOW_CHECKPOINT_TABLE would.
         checkpoints = DynamoDBCheckpointLog(
@@ -294,6 +298,7 @@ class MotoStack:
         return self
 
     def _delay(self, **_: Any) -> None:
+        self.delayed_writes += 1
         time.sleep(self._write_latency_s)
 
     def _build_driver(self) -> WorkflowDriver:

@@ -21,6 +21,7 @@ import contextlib
 import secrets
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,8 @@ class Checkpointer:
 
     #: Most entries one write carries (bounds the item; larger ones go to the payload store).
     MAX_GROUP = 200
+    #: Branches of an async body that may wait at once without queueing behind each other.
+    MAX_WAITERS = 64
 
     def __init__(
         self, log: CheckpointWriter, run_id: str, first_seq: int, *, group: bool = True
@@ -105,6 +108,7 @@ class Checkpointer:
         #: Writes made and entries they carried (the group commit's effect, for figures).
         self.writes = 0
         self.entries_written = 0
+        self._waiters: ThreadPoolExecutor | None = None
         self.closed = False
         #: A cancel found in the log (the invocation answers as cancelled).
         self.cancel: CancelDirective | None = None
@@ -141,6 +145,22 @@ class Checkpointer:
     def chunk(self, chunk: StreamChunk) -> None:
         """Make a stream chunk durable."""
         self.wait(self.submit("chunk", chunk=chunk))
+
+    @property
+    def waiters(self) -> ThreadPoolExecutor:
+        """Threads in which an async body's branches wait (a shared default pool would make
+        them queue behind each other while one write is in flight)."""
+        with self._lock:
+            if self._waiters is None:
+                self._waiters = ThreadPoolExecutor(
+                    self.MAX_WAITERS, thread_name_prefix="relayflow-checkpoint"
+                )
+            return self._waiters
+
+    def close(self) -> None:
+        """Let the waiting threads go (the invocation is over)."""
+        if self._waiters is not None:
+            self._waiters.shutdown(wait=False)
 
     @property
     def submitted(self) -> int:

@@ -104,9 +104,13 @@ def execute(
         checkpointer=checkpointer,
     )
     root = ContextCore(inv, "", clock_ms=request.run_meta.started_at, retry=workflow.config.retry)
-    if workflow.is_async:
-        return run_coroutine_sync(_execute_async(inv, root))
-    return _execute_sync(inv, root)
+    try:
+        if workflow.is_async:
+            return run_coroutine_sync(_execute_async(inv, root))
+        return _execute_sync(inv, root)
+    finally:
+        if checkpointer is not None:
+            checkpointer.close()
 
 
 def _durability_refused(

@@ -291,7 +291,12 @@ class AsyncRunner:
             owed = take_owed()
             if owed is not None:
                 # Off the loop: other branches go on and queue entries for the next write.
-                await asyncio.to_thread(owed.settle, owed.ticket)
+                await asyncio.get_running_loop().run_in_executor(
+                    owed.checkpointer.waiters,
+                    contextvars.copy_context().run,
+                    owed.settle,
+                    owed.ticket,
+                )
         if isinstance(instruction, Settle):
             if instruction.flush is not None:
                 await asyncio.to_thread(instruction.flush)

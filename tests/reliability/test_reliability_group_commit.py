@@ -12,6 +12,7 @@ the ledger of step executions is compared with what the log held at the moment o
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,8 @@ ITEMS = 24
 CONCURRENCY = 8
 #: Added to each DynamoDB write (a real write takes milliseconds; moto's none).
 WRITE_LATENCY_S = 0.004
+#: The threads a step host's invocation runs in.
+THREADS = ("relayflow-loop", "relayflow-step", "relayflow-checkpoint")
 #: Crash points per mode, drawn from the fault-free run's calls with a fixed seed.
 POINTS = 8
 
@@ -49,7 +52,11 @@ def module_cluster(cluster_backend: None) -> Iterator[Cluster]:
     start_process = cluster.process
 
     def process() -> Any:
-        # Processes run one after the other here: a new one means the last one is gone.
+        # Processes run one after the other here: the last one's threads (its event loop,
+        # steps, checkpoint waits) end before the next one starts, running nothing more.
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and thread.name.startswith(THREADS):
+                thread.join(timeout=5)
         HALT.resume()
         return start_process()
 

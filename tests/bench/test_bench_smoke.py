@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import (
     bulk_actions,
     fig_cost,
+    fig_fanout,
     fig_ingest,
     fig_limits,
     fig_overhead,
@@ -287,3 +288,16 @@ def test_the_bulk_figure_meters_a_small_job(action: str) -> None:
     assert result.handed_off == (12 if action == "redrive" else 0)
     rendered = render(bulk_actions.rows([result]))
     assert f"bulk {action} of 12 runs" in rendered
+
+
+def test_the_fanout_figure_groups_a_small_map() -> None:
+    runs = fig_fanout.measure(20)
+    grouped, single = runs
+    assert grouped.items == single.items == 20
+    # One write per entry: the item's step and its completion, each a request.
+    assert single.cost.tally.dynamodb_writes >= 2 * 20
+    assert grouped.cost.tally.dynamodb_writes < single.cost.tally.dynamodb_writes
+    assert grouped.waits_ms and single.waits_ms
+    rows = fig_fanout.rows(runs)
+    assert {r.verdict for r in rows} <= {"PASS", "FAIL", ""}
+    assert any(r.figure == fig_cost.FIGURE for r in rows)

@@ -17,6 +17,7 @@ from bench import (
     bulk_actions,
     docs_page,
     fig_cost,
+    fig_fanout,
     fig_flow,
     fig_ingest,
     fig_limits,
@@ -38,6 +39,7 @@ NAMES = (
     fig_time.NAME,
     fig_flow.NAME,
     bulk_actions.NAME,
+    fig_fanout.NAME,
 )
 
 
@@ -86,6 +88,10 @@ def run(names: Sequence[str], *, quick: bool, long: bool = False) -> list[Row]:
     if bulk_actions.NAME in names:
         sizes = bulk_actions.QUICK_SIZES if quick else bulk_actions.SIZES
         rows += bulk_actions.rows(bulk_actions.measure(sizes))
+    if fig_fanout.NAME in names:
+        rows += fig_fanout.rows(
+            fig_fanout.measure(fig_fanout.QUICK_ITEMS if quick else fig_fanout.ITEMS)
+        )
     return rows
 
 

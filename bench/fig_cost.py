@@ -41,7 +41,7 @@ SECONDS_PER_INVOCATION = 0.005
 TARGET_VS_STEP_FUNCTIONS = 25.0
 TARGET_VS_DURABLE = 8.0
 #: Per-step mode, 100 steps separated by 99 sleeps: at least this many times cheaper.
-TARGET_SLEEPY_VS_DURABLE = 2.0
+TARGET_SLEEPY_VS_DURABLE = 4.0
 #: The sequential run the targets are for.
 PRICED_STEPS = 1_000
 HOSTS = ("inline", "Lambda worker")

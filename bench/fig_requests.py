@@ -31,6 +31,10 @@ MAX_MARGINAL_WU = 1.2
 MAX_MARGINAL_REQUESTS = 1.2
 #: A sleep cycle (park, alarm, wake), indexes included.
 MAX_SLEEP_CYCLE_WU = 5.0
+#: Per-step mode, a step plus a one-minute sleep (the sleepy run per step: its step, the
+#: sleep before it, the wake and the park), indexes included.
+MAX_STEP_AND_SLEEP_REQUESTS = 4.0
+MAX_STEP_AND_SLEEP_WU = 3.0
 #: CPU per step of the longest run may be at most this many times the 100-step figure.
 MAX_FLAT_RATIO = 1.5
 
@@ -168,6 +172,23 @@ def sleep_cycle_units(result: RequestsResult, mode: str) -> float | None:
     return (sleepy.tally.write_units - plain.tally.write_units) / sleepy.sleeps
 
 
+def step_and_sleep_row(sleepy: RunCost, *, targeted: bool) -> Row:
+    """What one step plus the sleep before it costs: the sleepy run's figures per step."""
+    requests = sleepy.per_step(sleepy.dynamodb_requests)
+    units = sleepy.write_units_per_step
+    ok = requests <= MAX_STEP_AND_SLEEP_REQUESTS and units <= MAX_STEP_AND_SLEEP_WU
+    return Row(
+        FIGURE,
+        f"{sleepy.mode}, a step plus a one-minute sleep ({sleepy.steps} steps, "
+        f"{sleepy.sleeps} sleeps, per step)",
+        f"{requests:.2f} DynamoDB requests, {units:.2f} WU",
+        f"<= {MAX_STEP_AND_SLEEP_REQUESTS:.0f} requests and <= {MAX_STEP_AND_SLEEP_WU:.0f} WU"
+        if targeted
+        else "info",
+        verdict(ok) if targeted else "",
+    )
+
+
 def rows(result: RequestsResult) -> list[Row]:
     """The figure's table rows, with PASS/FAIL per target."""
     out = [
@@ -202,6 +223,9 @@ def rows(result: RequestsResult) -> list[Row]:
                     f"{first.dynamodb_requests - requests * first.steps:.1f} DynamoDB requests",
                 )
             )
+        sleepy = result.sleepy.get(mode)
+        if sleepy is not None and sleepy.sleeps > 0 and sleepy.status == "completed":
+            out.append(step_and_sleep_row(sleepy, targeted=targeted))
         cycle = sleep_cycle_units(result, mode)
         if cycle is not None:
             out.append(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import time
 import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -53,6 +54,14 @@ SETTINGS = Settings(
     region=REGION,
 )
 _MAX_ALARMS = 1_000_000
+#: The DynamoDB requests that write (a write latency is injected into each).
+WRITE_OPERATIONS = (
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "BatchWriteItem",
+    "TransactWriteItems",
+)
 _FAST_READS = frozenset({"Query", "GetItem", "Scan", "BatchGetItem"})
 
 
@@ -193,6 +202,9 @@ class MotoStack:
         cold_drives: Build a new driver (empty caches, as in a new Lambda container) before
             each alarm is delivered.
         on_write: Called with every DynamoDB item write the meter prices.
+        write_latency_ms: Added to every DynamoDB write request (moto answers at once, so
+            without it no checkpoint write is ever in flight while another entry is ready).
+        group_checkpoints: The step host's ``ExecutorOptions.group_checkpoints``.
     """
 
     def __init__(
@@ -202,8 +214,14 @@ class MotoStack:
         checkpoint_interval_ms: int | None = None,
         cold_drives: bool = False,
         on_write: Callable[[PricedWrite], None] | None = None,
+        write_latency_ms: float = 0,
+        group_checkpoints: bool = True,
     ) -> None:
         self._services = services
+        self._write_latency_s = write_latency_ms / 1000
+        self._group_checkpoints = group_checkpoints
+        #: DynamoDB write requests the latency was added to.
+        self.delayed_writes = 0
         self._on_write = on_write
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._cold_drives = cold_drives
@@ -237,6 +255,10 @@ class MotoStack:
             ),
             on_write=self._on_write,
         )
+        # Before any client exists: a client copies the session's event hooks when created.
+        if self._write_latency_s:
+            for operation in WRITE_OPERATIONS:
+                session.events.register(f"before-call.dynamodb.{operation}", self._delay)
         self.clients = AwsClients(session=session, region=REGION)
         tables.create_resources(self.clients, SETTINGS)
         # Scheduler's own deletion of a fired schedule is not a request the driver makes.
@@ -246,11 +268,14 @@ class MotoStack:
         def sleep(seconds: float) -> None:
             clock.advance(max(0, round(seconds * 1000)))
 
-        options = ExecutorOptions(sleep=sleep)
+        options = ExecutorOptions(sleep=sleep, group_checkpoints=self._group_checkpoints)
         if self._checkpoint_interval_ms is not None:
             options = ExecutorOptions(
-                sleep=sleep, checkpoint_interval_ms=self._checkpoint_interval_ms
+                sleep=sleep,
+                checkpoint_interval_ms=self._checkpoint_interval_ms,
+                group_checkpoints=self._group_checkpoints,
             )
+
         # The in-process step host writes its per-step checkpoints with the metered clients,
         # as a Lambda worker with RELAYFLOW_CHECKPOINT_TABLE would.
         checkpoints = DynamoDBCheckpointLog(
@@ -271,6 +296,10 @@ class MotoStack:
         self.driver = self._build_driver()
         self.meter.reset()
         return self
+
+    def _delay(self, **_: Any) -> None:
+        self.delayed_writes += 1
+        time.sleep(self._write_latency_s)
 
     def _build_driver(self) -> WorkflowDriver:
         driver = build_aws_driver(

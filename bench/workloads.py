@@ -1,4 +1,5 @@
-"""The workflows the benchmarks run: sequential steps, steps separated by sleeps, one big output.
+"""The workflows the benchmarks run: sequential steps, steps separated by sleeps, one big
+output, and a fan-out (``ctx.map`` with one step per item).
 
 Each takes ``{"steps": n}`` (and ``{"bytes": n}`` for the big one). Step outputs are realistic:
 100-200 bytes of random data (incompressible) and a distinct timestamp, and each step moves
@@ -21,6 +22,7 @@ SEQUENTIAL_BATCHED = "bench.sequential.batched"
 SLEEPY = "bench.sleepy"
 SLEEPY_BATCHED = "bench.sleepy.batched"
 BIG_OUTPUT = "bench.big_output"
+FANOUT = "bench.fanout"
 #: How long each sleep of the sleepy workflow lasts.
 SLEEP = "1m"
 #: Virtual milliseconds each step's work takes.
@@ -83,12 +85,27 @@ def big_output(data: Any, ctx: Any) -> Any:
     return ctx.step("big", _blob, data["bytes"])
 
 
+async def _fanout_item(ctx: Any, i: int, _index: int) -> Any:
+    return await ctx.step("work", realistic_output, i)
+
+
+@workflow(id=FANOUT)
+async def fanout(data: Any, ctx: Any) -> Any:
+    """``ctx.map`` over ``items`` items with one step each, ``concurrency`` at a time;
+    returns how many succeeded."""
+    done = await ctx.map(
+        list(range(data["items"])), _fanout_item, max_concurrency=data["concurrency"]
+    )
+    return done.success_count
+
+
 WORKFLOWS: tuple[Workflow[Any], ...] = (
     sequential,
     sequential_batched,
     sleepy,
     sleepy_batched,
     big_output,
+    fanout,
 )
 #: The per-step and batched twin of each shape.
 MODES = {"per step": (SEQUENTIAL, SLEEPY), "batched": (SEQUENTIAL_BATCHED, SLEEPY_BATCHED)}

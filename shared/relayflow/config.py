@@ -62,6 +62,7 @@ __all__ = [
     "SigningMode",
     "current_settings",
     "import_workflow_modules",
+    "read_group_checkpoints",
     "read_overrun_grace_max_ms",
     "settings_table",
 ]
@@ -346,6 +347,14 @@ class Settings:
         "up at its timeout that still runs in the same process (the grace is twice the "
         "step's timeout, capped by this); past it the step fails with `STEP_STILL_RUNNING`",
     )
+    group_checkpoints: bool = setting(
+        "RELAYFLOW_GROUP_CHECKPOINTS",
+        True,
+        flag,
+        "Step hosts: checkpoint entries that become ready while a checkpoint write is in "
+        "flight (map items, parallel branches, gathered steps) share the next write; `false` "
+        "writes each entry on its own before its branch goes on",
+    )
     region: str | None = setting(
         "RELAYFLOW_REGION",
         None,
@@ -459,6 +468,16 @@ def read_overrun_grace_max_ms(env: Mapping[str, str] = os.environ) -> int:
     """
     value = read_field(specs(Settings)["overrun_grace_max_ms"], env)
     return Settings.overrun_grace_max_ms if value is dataclasses.MISSING else int(value)
+
+
+def read_group_checkpoints(env: Mapping[str, str] = os.environ) -> bool:
+    """``RELAYFLOW_GROUP_CHECKPOINTS`` alone, for step hosts that read no other setting.
+
+    Raises:
+        ValidationError: The variable is not a boolean (the message names it).
+    """
+    value = read_field(specs(Settings)["group_checkpoints"], env)
+    return Settings.group_checkpoints if value is dataclasses.MISSING else bool(value)
 
 
 def import_workflow_modules(env: Mapping[str, str] = os.environ) -> list[str]:

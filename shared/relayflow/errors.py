@@ -512,6 +512,19 @@ class RequestReplayedSignal(CheckpointFencedSignal):
     there: the same step request was accepted before (a replay). Nothing of it runs."""
 
 
+class CheckpointRefusedSignal(BaseException):
+    """Carries, through user code that might catch it, a checkpoint write refused for good
+    (a permission, a size limit) to the invocation's end, which fails the run with it.
+
+    Attributes:
+        error: The refusal.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class SuspendSignal(BaseException):
     """Raised inside a body to stop the invocation at an unresolved wait."""
 

@@ -293,7 +293,7 @@ class CheckpointChannel(WireModel):
     required: bool | None = None
 
 
-CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "pause", "claim"]
+CheckpointKind = Literal["step", "metadata", "chunk", "fence", "cancel", "pause", "claim", "group"]
 
 
 class CheckpointEntry(WireModel):
@@ -303,7 +303,9 @@ class CheckpointEntry(WireModel):
     ``fence`` (written by a new holder of the run), ``cancel`` and ``pause`` only take their
     slot, so the writer that expected it stops at its next checkpoint (a pause ends the
     invocation there, with everything it did in its answer); ``claim`` is a remote host's
-    first entry of an invocation, so that a copy of the same request runs nothing.
+    first entry of an invocation, so that a copy of the same request runs nothing; ``group``
+    carries, in ``entries``, several step, metadata and chunk entries that became ready while
+    the host's previous write was in flight, applied in order as if each had its own slot.
     """
 
     seq: int
@@ -314,6 +316,7 @@ class CheckpointEntry(WireModel):
     chunk: StreamChunk | None = None
     reason: str | None = None
     compensate: bool = False
+    entries: list[CheckpointEntry] | None = None
 
 
 #: How a workflow's runs meet new code: ``pinned`` runs keep the code version that answered

@@ -138,3 +138,32 @@ def test_without_the_opt_in_every_checkpoint_call_is_refused(
     answer = _post(api, _capability(signer, env), _entry(3))
     assert (answer.status, answer.body["error"]) == (401, "unauthorized")
     assert env.checkpoints.read(RUN, 0) == []
+
+
+def _group(seq: int, *kinds: str) -> dict[str, Any]:
+    grouped = [
+        CheckpointEntry.model_validate(_entry(seq))
+        if kind == "step"
+        else CheckpointEntry(seq=seq, kind=kind)  # type: ignore[arg-type]
+        for kind in kinds
+    ]
+    return CheckpointEntry(seq=seq, kind="group", entries=grouped).to_wire()
+
+
+def test_a_group_of_step_entries_is_written_in_one_slot(
+    ckpt_api: Api, env: WorkflowTestEnv, signer: CapabilitySigner
+) -> None:
+    answer = _post(ckpt_api, _capability(signer, env), _group(3, "step", "step"))
+    assert (answer.status, answer.body) == (200, {"runId": RUN, "seq": 3})
+    [stored] = env.checkpoints.read(RUN, 2)
+    assert stored.kind == "group"
+    assert [e.key for e in stored.entries or []] == ["s3", "s3"]
+
+
+@pytest.mark.parametrize("kinds", [("step", "fence"), ("cancel",), ()], ids=str)
+def test_a_group_carrying_an_orchestrator_entry_or_nothing_is_refused(
+    ckpt_api: Api, env: WorkflowTestEnv, signer: CapabilitySigner, kinds: tuple[str, ...]
+) -> None:
+    answer = _post(ckpt_api, _capability(signer, env), _group(3, *kinds))
+    assert (answer.status, answer.body["error"]) == (403, "checkpoint_forbidden")
+    assert env.checkpoints.read(RUN, 0) == []

@@ -71,6 +71,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_VERSIONED_FUNCTIONS: "stack-api, stack-drive,stack-api",
         config.ENV_VERSION_RETENTION_DAYS: "3",
         config.ENV_VERSION_RETRY_MAX: "10m",
+        config.ENV_GROUP_CHECKPOINTS: "false",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -101,6 +102,7 @@ def test_every_variable_is_read() -> None:
     assert settings.checkpoint_table == "runs"
     assert settings.http_checkpoint_url == "https://api.example"
     assert settings.require_per_step_durability is True
+    assert settings.group_checkpoints is False
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,

@@ -363,6 +363,46 @@ def test_a_run_parked_again_is_due_at_its_new_wake_time(store: DynamoDBRunStore)
     assert store.due_runs(T0 + 10**9) == []
 
 
+class _MovingClock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+def _wake_bucket(clients: AwsClients, run_id: str) -> int:
+    item = clients.dynamodb().get_item(
+        TableName=TABLE, Key={"pk": {"S": run_id}, "sk": {"S": "#run"}}, ConsistentRead=True
+    )["Item"]
+    return int(item[tables.WAKE_BUCKET]["N"])
+
+
+def test_a_run_of_short_sleeps_keeps_its_wake_entry_and_is_due_by_each_wake(
+    clients: AwsClients,
+) -> None:
+    minute = 60_000
+    clock = _MovingClock(T0)
+    store = DynamoDBRunStore(TABLE, client_factory=clients.dynamodb, clock=clock)
+    record = store.try_insert(new_record(wake_at=T0 + minute))
+    first = _wake_bucket(clients, "run-1")
+    for n in range(1, 40):  # one-minute sleeps across two bucket boundaries
+        clock.now = T0 + n * minute
+        wake = clock.now + minute
+        record = store.save(
+            record.model_copy(update={"wake_at": wake}), expected_version=record.version
+        )
+        assert store.due_runs(wake - 1) == []
+        assert store.due_runs(wake) == ["run-1"]
+    assert _wake_bucket(clients, "run-1") == first, "short sleeps write no index entry"
+    # A sleep longer than a bucket moves the entry to its wake time's bucket.
+    wake = clock.now + 60 * minute
+    store.save(record.model_copy(update={"wake_at": wake}), expected_version=record.version)
+    assert _wake_bucket(clients, "run-1") == wake - wake % tables.WAKE_BUCKET_MS
+    assert store.due_runs(wake - 1) == []
+    assert store.due_runs(wake) == ["run-1"]
+
+
 def test_runs_in_flight_never_crowd_out_a_due_run(store: DynamoDBRunStore) -> None:
     """Runs taken by a driver keep the wake entry they had; their headers say they are not
     due (their wake time is their lease's end), however many of them come first."""

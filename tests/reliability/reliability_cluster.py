@@ -99,8 +99,12 @@ class Cluster:
         services: Mapping[str, object] | None = None,
         host_log: bool = True,
         settings: Settings = SETTINGS,
+        group_checkpoints: bool = True,
     ) -> None:
         self.settings = settings
+        # False: one write per checkpoint entry, so every run makes the same calls (a sweep
+        # by call number needs that; grouped writes depend on what is in flight).
+        self.group_checkpoints = group_checkpoints
         self.clock = VirtualClock(START_MS)
         # False builds the inline step host without a checkpoint log of its own: the engine
         # must hand it its log.
@@ -139,7 +143,7 @@ class Cluster:
         """A new process: the AWS driver with no cached state, on the shared clients."""
         self.processes += 1
         STEP_WORK.clock = self.clock
-        options = ExecutorOptions(sleep=self._sleep)
+        options = ExecutorOptions(sleep=self._sleep, group_checkpoints=self.group_checkpoints)
         # The host writes its per-step checkpoints through the tapped clients too, so every
         # call of the checkpoint path is a fault point.
         payloads = S3PayloadStore(

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from fault_injection import ProcessKilled
+
 from relayflow import FatalError, RetryPolicy, WorkflowContext, current_step, workflow
 from relayflow.clock import VirtualClock
 from relayflow.core.settings import CoreSettings
@@ -257,3 +259,58 @@ async def per_step_workflow(data: dict[str, Any], ctx: WorkflowContext) -> dict[
 
 
 ALL_WORKFLOWS.append(per_step_workflow)
+
+
+class Halt:
+    """A simulated crash kills one thread; the process's other threads (steps that had not
+    started yet) must run nothing after it either. ``halt`` (at the crash) and ``record``
+    (at a step's start) exclude each other, so a step either ran before the crash or not."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._halted = False
+
+    def halt(self, then: Callable[[], None]) -> None:
+        """Stop the process's steps from starting, then call ``then`` (the crash's record)."""
+        with self._lock:
+            self._halted = True
+            then()
+
+    def resume(self) -> None:
+        """A new process starts: its steps run."""
+        with self._lock:
+            self._halted = False
+
+    def record(self, key: str) -> None:
+        """Count one execution of the current step, unless its process died."""
+        with self._lock:
+            if self._halted:
+                raise ProcessKilled(f"step {key} started in a process that died")
+            LEDGER.record(key)
+
+
+HALT = Halt()
+
+
+def halting(key: str, value: Any) -> Any:
+    """A step that runs nothing once its process crashed (see :class:`Halt`)."""
+    HALT.record(key)
+    return value
+
+
+def fanout_item(ctx: WorkflowContext, item: int, index: int) -> Any:
+    """One item of the fan-out: a step of its own."""
+    return ctx.step(f"item-{item}", halting, f"item-{item}", item)
+
+
+@workflow(id="reliability.fanout")
+async def fanout_workflow(data: dict[str, Any], ctx: WorkflowContext) -> dict[str, Any]:
+    """A map whose branches finish while each other's checkpoints are in flight (their
+    entries share writes): ``data["items"]`` items, ``data["concurrency"]`` at a time."""
+    done = await ctx.map(
+        list(range(data["items"])), fanout_item, max_concurrency=data["concurrency"]
+    )
+    return {"items": done.results}
+
+
+ALL_WORKFLOWS.append(fanout_workflow)

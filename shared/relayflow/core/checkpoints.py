@@ -8,7 +8,7 @@ sees every step the previous host made durable before it crashed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from relayflow.core.metadata import apply_updates
@@ -57,23 +57,41 @@ def fold(record: RunRecord, entries: Iterable[CheckpointEntry]) -> None:
     """Apply log entries after ``record.checkpoint_seq`` to ``record`` (a working copy).
 
     Step entries replace the journal entry of their key (and apply the metadata updates made
-    inside the step), metadata and chunk entries apply once, fences, cancels and pauses
-    only move the high-water mark.
+    inside the step), metadata and chunk entries apply once, a group applies its entries in
+    order, fences, cancels and pauses only move the high-water mark.
     """
     for entry in entries:
         if entry.seq <= record.checkpoint_seq:
             continue
-        if entry.kind == "step" and entry.key is not None and entry.step is not None:
-            old = record.journal.step_results.get(entry.key)
-            before = attempts_of(old) if old is not None else 0
-            record.journal.step_results[entry.key] = entry.step
-            record.operations_count += max(0, attempts_of(entry.step) - before)
-            apply_updates(record, list(entry.step.metadata_updates))
-        elif entry.kind == "metadata" and entry.metadata is not None:
-            apply_updates(record, [entry.metadata])
-        elif entry.kind == "chunk" and entry.chunk is not None:
-            add_chunks(record, [entry.chunk])
+        _apply(record, entry)
         record.checkpoint_seq = entry.seq
+
+
+def _apply(record: RunRecord, entry: CheckpointEntry) -> None:
+    for one in expand([entry]):
+        _apply_one(record, one)
+
+
+def _apply_one(record: RunRecord, entry: CheckpointEntry) -> None:
+    if entry.kind == "step" and entry.key is not None and entry.step is not None:
+        old = record.journal.step_results.get(entry.key)
+        before = attempts_of(old) if old is not None else 0
+        record.journal.step_results[entry.key] = entry.step
+        record.operations_count += max(0, attempts_of(entry.step) - before)
+        apply_updates(record, list(entry.step.metadata_updates))
+    elif entry.kind == "metadata" and entry.metadata is not None:
+        apply_updates(record, [entry.metadata])
+    elif entry.kind == "chunk" and entry.chunk is not None:
+        add_chunks(record, [entry.chunk])
+
+
+def expand(entries: Iterable[CheckpointEntry]) -> Iterator[CheckpointEntry]:
+    """The entries of a log in the order they apply, each group replaced by what it carries."""
+    for entry in entries:
+        if entry.kind == "group":
+            yield from expand(entry.entries or ())
+        else:
+            yield entry
 
 
 def fence_entry(seq: int) -> CheckpointEntry:

@@ -365,8 +365,20 @@ class Engine(RunOperations, InvocationCycle):
             if record.wake_at is not None and record.lease is None:
                 self.alarms.arm(run_id, record.wake_at)
             return record
-        self._run(Work([run_id], known=[record]))
-        return self.runs.get(run_id)
+        with self._watching(record) as watched:
+            self._run(Work([run_id], known=[record]))
+            latest = watched[run_id]
+        # Nothing saved by this drive (another process holds the run): read what is stored.
+        return self.runs.get(run_id) if latest is record else latest
+
+    def _timers_tick(self, draft: RunRecord, now: int) -> Transition | None:
+        """What time alone does to a run that waits on timers only (sleeps, retry delays),
+        when that leaves it due for an invocation; None otherwise (its stored deliveries
+        are taken first)."""
+        if any(wait.kind != "DATETIME" for wait in draft.pending_waitpoints):
+            return None
+        tick = on_alarm(draft, now, self.settings)
+        return tick if tick.changed and self._wants_invocation(tick.record, now) else None
 
     def sweep(self, now: int | None = None, *, limit: int = 100) -> list[str]:
         """Drive again runs whose wake time passed (missed alarms, dead holders); returns ids.
@@ -445,8 +457,12 @@ class Engine(RunOperations, InvocationCycle):
             if not draft.is_terminal and not self._wants_invocation(draft, now):
                 # A run due for an invocation anyway takes what was stored when it next
                 # waits, or after it lets go (see _look_again): one read less per invocation.
-                draft = self._take_stored(draft, now, effects)
-                tick = on_alarm(draft, now, self.settings)
+                # So does a run whose due timers alone make it run again, when it waits on
+                # timers only: no stored delivery could resolve one of its waits first.
+                tick = self._timers_tick(draft, now)
+                if tick is None:
+                    draft = self._take_stored(draft, now, effects)
+                    tick = on_alarm(draft, now, self.settings)
                 if tick.changed:
                     draft = tick.record
                     effects.extend(tick.effects)

@@ -11,7 +11,7 @@ from relayflow.errors import RelayflowError, SuspendSignal
 from relayflow.protocol import SerializedError, StepJournalEntry
 from relayflow.sdk.failures import rehydrate_error, serialize_error
 from relayflow.sdk.groups import replay_scope, run_compensations
-from relayflow.sdk.instructions import Batch, Body, Branch, Op
+from relayflow.sdk.instructions import Batch, Body, Branch, Op, Settle
 from relayflow.sdk.scope import ContextCore, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_value, load_value
 
@@ -167,6 +167,8 @@ def _branch_op(
                 name=spec.segment,
             ),
         )
+        # Reported done only once durable (with the branch's last step, in the same write).
+        yield Settle()
         raised = rehydrate_error(error)
         raised.__cause__ = exc
         return _Err(error, raised)
@@ -182,6 +184,7 @@ def _branch_op(
             name=spec.segment,
         ),
     )
+    yield Settle()
     return _Ok(dumped)
 
 

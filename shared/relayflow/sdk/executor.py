@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from relayflow.errors import (
     CancelledSignal,
+    CheckpointRefusedSignal,
     CompensateRequestedSignal,
     NotJsonError,
     SuspendSignal,
@@ -31,7 +32,7 @@ from relayflow.sdk.checkpoints import Checkpointer
 from relayflow.sdk.context import WorkflowContext
 from relayflow.sdk.failures import run_error, serialize_error
 from relayflow.sdk.groups import run_compensations
-from relayflow.sdk.instructions import Op
+from relayflow.sdk.instructions import Op, Settle
 from relayflow.sdk.invocation import ExecutorOptions, Invocation
 from relayflow.sdk.ordinals import Operation, scope_of
 from relayflow.sdk.registry import Workflow
@@ -79,10 +80,16 @@ def execute(
         ``compensation_failed``. Signals other than the executor's own (a simulated host
         crash, a refused checkpoint, ``KeyboardInterrupt``) propagate.
     """
+    options = options or ExecutorOptions()
     checkpointer = None
     channel = request.checkpoint
     if channel is not None and checkpoints is not None and workflow.config.checkpoint == "per_step":
-        checkpointer = Checkpointer(checkpoints, request.run_id, channel.seq)
+        checkpointer = Checkpointer(
+            checkpoints,
+            request.run_id,
+            channel.seq,
+            group=options.group_checkpoints,
+        )
         if claim:
             checkpointer.claim()
             request.cancel = request.cancel or checkpointer.cancel
@@ -93,13 +100,17 @@ def execute(
         workflow,
         services=services or {},
         now_ms=now_ms,
-        options=options or ExecutorOptions(),
+        options=options,
         checkpointer=checkpointer,
     )
     root = ContextCore(inv, "", clock_ms=request.run_meta.started_at, retry=workflow.config.retry)
-    if workflow.is_async:
-        return run_coroutine_sync(_execute_async(inv, root))
-    return _execute_sync(inv, root)
+    try:
+        if workflow.is_async:
+            return run_coroutine_sync(_execute_async(inv, root))
+        return _execute_sync(inv, root)
+    finally:
+        if checkpointer is not None:
+            checkpointer.close()
 
 
 def _durability_refused(
@@ -150,6 +161,8 @@ async def _execute_async(inv: Invocation, root: ContextCore) -> StepResponse:
 
 
 def _classify(exc: BaseException) -> _Outcome:
+    if isinstance(exc, CheckpointRefusedSignal):
+        return _Outcome("error", error=exc.error)
     if isinstance(exc, SuspendSignal):
         return _Outcome("suspended")
     if isinstance(exc, CancelledSignal):
@@ -161,8 +174,25 @@ def _classify(exc: BaseException) -> _Outcome:
     raise exc  # a host crash, KeyboardInterrupt...: never ours to handle
 
 
+def _flush(inv: Invocation) -> Op[Exception | None]:
+    """Make every entry durable before the answer reports it done; returns a refusal for
+    good (the run fails with it)."""
+    try:
+        yield Settle(flush=inv.settle_all)
+    except (SuspendSignal, CancelledSignal):
+        # The log refused the rest (unavailable, paused, cancelled): the answer carries it,
+        # and a cancel found there is answered as one (``request.cancel`` is set).
+        pass
+    except CheckpointRefusedSignal as refused:
+        return refused.error
+    return None
+
+
 def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepResponse]:
     """Map the body's outcome to a response, running compensations where it calls for them."""
+    refused = yield from _flush(inv)
+    if refused is not None and outcome.kind in ("completed", "suspended"):
+        outcome = _Outcome("error", error=refused)
     inv.journal_overruns()
     parts: dict[str, Any] = {
         "journal": inv.journal,
@@ -177,6 +207,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         reports = []
         if cancel.compensate:
             reports = yield from run_compensations(inv, root.compensables)
+            yield from _flush(inv)
         return CancelledResponse(compensations=reports, **parts)
     if inv.nondeterminism is not None:
         return FailedResponse(error=serialize_error(inv.nondeterminism), **parts)
@@ -210,6 +241,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         return CompletedResponse(output=output, **parts)
     if outcome.kind == "compensate":
         reports = yield from run_compensations(inv, root.compensables)
+        yield from _flush(inv)
         if any(r.status == "err" for r in reports):
             return CompensationFailedResponse(compensations=reports, **parts)
         return CompensatedResponse(compensations=reports, **parts)
@@ -218,6 +250,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
     if not root.compensables:
         return FailedResponse(error=error, **parts)
     reports = yield from run_compensations(inv, root.compensables)
+    yield from _flush(inv)
     if any(r.status == "err" for r in reports):
         return CompensationFailedResponse(error=error, compensations=reports, **parts)
     return CompensatedResponse(error=error, compensations=reports, **parts)

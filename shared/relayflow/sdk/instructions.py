@@ -1,7 +1,8 @@
 """Instructions as data: durable operations are generators that yield these to a runner.
 
 One implementation of each operation serves both flavours of context: the synchronous runner
-performs instructions by calling, the asynchronous one by awaiting.
+performs instructions by calling, the asynchronous one by awaiting. Before a ``Call`` (user
+code) the runner first waits for the checkpoint entry the branch owes (``Settle``'s job).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class Settle:
+    """Wait until the checkpoint entries the current branch submitted are durable, then
+    (with ``flush``) run ``flush``, a blocking wait for every entry of the invocation."""
+
+    flush: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
 class Body:
     """Run ``fn(ctx, *args)`` with the context flavour of the runner (group/branch bodies)."""
 
@@ -75,5 +84,5 @@ class Batch:
     control: BatchControl
 
 
-Instruction = Union[Call, Pause, Body, Batch]  # noqa: UP007 - a runtime alias used in isinstance
+Instruction = Union[Call, Pause, Settle, Body, Batch]  # noqa: UP007 - a runtime alias used in isinstance
 Op = Generator[Instruction, Any, T]

@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from relayflow.config import read_overrun_grace_max_ms
+from relayflow.config import read_group_checkpoints, read_overrun_grace_max_ms
 from relayflow.errors import (
     CancelledSignal,
+    CheckpointRefusedSignal,
     CheckpointUnavailableError,
     NonDeterminismError,
     RunPausedError,
@@ -24,7 +25,7 @@ from relayflow.protocol import (
     Waitpoint,
     WaitpointResolution,
 )
-from relayflow.sdk.checkpoints import Checkpointer
+from relayflow.sdk.checkpoints import OWED, Checkpointer, Owed
 from relayflow.sdk.ordinals import JournalOrder, Operation, scope_of
 from relayflow.sdk.overruns import OVERRUNS, journal_overruns
 from relayflow.sdk.registry import Workflow
@@ -62,6 +63,10 @@ class ExecutorOptions:
             work (a step attempt, a poll, a stream, a rate limit reservation, a compensation
             not journalled) ends the invocation with a ``checkpoint:`` wait whose reason is
             ``journal_end``, before any user function runs.
+        group_checkpoints: With per-step checkpoints, entries that become ready while a
+            checkpoint write is in flight share the next write, and an entry is waited for
+            only when its branch goes on; ``False`` writes each entry on its own, at once
+            (``RELAYFLOW_GROUP_CHECKPOINTS``).
     """
 
     in_process_retry_threshold_ms: int = 1_000
@@ -74,6 +79,7 @@ class ExecutorOptions:
     rate_limiter: RateLimiter | None = None
     overrun_grace_max_ms: int = field(default_factory=read_overrun_grace_max_ms)
     journal_only: bool = False
+    group_checkpoints: bool = field(default_factory=read_group_checkpoints)
 
 
 #: The reason of the wait a journal-only invocation ends with at its first live work.
@@ -130,6 +136,9 @@ class Invocation:
         self._patch_marks: dict[str, tuple[str, ...]] = {}
         #: The journal's entries by scope, for ``ctx.patched()`` (built at its first call).
         self._by_scope: dict[str, list[tuple[str, StepJournalEntry]]] | None = None
+        #: A finished step whose checkpoint waits for the body's next operation: written
+        #: before it, or carried by the answer when the body suspends or ends first.
+        self._unwritten: tuple[str, StepJournalEntry] | None = None
         for wait_id in [*self.journal.waitpoints_resolved, *self.journal.waitpoints_registered]:
             position = position_of(wait_id)
             if position is not None:
@@ -154,6 +163,7 @@ class Invocation:
         or any operation after a non-determinism was found, raises before it runs."""
         if self.nondeterminism is not None:
             raise self.nondeterminism
+        self.write_unwritten()
         self.claim(key)
         if ordinal is not None:
             self._ordinals[key] = ordinal
@@ -185,23 +195,74 @@ class Invocation:
         """Journal ``change_ids`` with the entry of ``key`` when it is recorded."""
         self._patch_marks[key] = change_ids
 
-    def record(self, key: str, entry: StepJournalEntry) -> None:
-        """Journal ``entry`` at ``key``; with per-step checkpoints it is durable on return
-        (with every step whose timed-out code ended since, see :meth:`journal_overruns`)."""
+    def record(self, key: str, entry: StepJournalEntry, *, wait: bool = False) -> None:
+        """Journal ``entry`` at ``key`` (with every step whose timed-out code ended since, see
+        :meth:`journal_overruns`). With per-step checkpoints it is durable before the current
+        branch next runs user code or ends (see :meth:`settle`); on return already when
+        ``wait`` or when checkpoints are not grouped."""
         if entry.ordinal is None:
             entry.ordinal = self._ordinals.get(key)
         marks = self._patch_marks.get(key)
         if marks:
             entry.patches = tuple(dict.fromkeys((*(entry.patches or ()), *marks)))
         self.journal.step_results[key] = entry
-        changed = self.journal_overruns()
+        changed = [other for other in self.journal_overruns() if other != key]
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return
+        self.write_unwritten()
+        for other in changed:
+            checkpointer.step(other, self.journal.step_results[other])
+        if not wait and not changed and self._may_wait_for_next_operation(key, entry):
+            self._unwritten = (key, entry)
+            return
+        ticket = checkpointer.step(key, entry)
+        if wait or not self.options.group_checkpoints:
+            self._checkpoint(checkpointer.wait, ticket)
+        elif ticket:
+            OWED.set(Owed(checkpointer, ticket, self.settle))
+
+    def settle(self, ticket: int) -> None:
+        """Wait (blocking) until the entry of ``ticket`` is durable.
+
+        Raises:
+            CheckpointRefusedSignal: The write was refused for good; raised where the next
+                user code would run, it must not pass for that code's own failure.
+        """
+        if self.checkpointer is None:
+            return
+        try:
+            self._checkpoint(self.checkpointer.wait, ticket)
+        except Exception as exc:
+            raise CheckpointRefusedSignal(exc) from exc
+
+    def settle_all(self) -> None:
+        """Wait (blocking) until every entry submitted so far is durable."""
         if self.checkpointer is not None:
-            for other in changed:
-                if other != key:
-                    self._checkpoint(
-                        self.checkpointer.step, other, self.journal.step_results[other]
-                    )
-            self._checkpoint(self.checkpointer.step, key, entry)
+            self.settle(self.checkpointer.submitted)
+
+    def _may_wait_for_next_operation(self, key: str, entry: StepJournalEntry) -> bool:
+        """Whether the checkpoint of a finished step may wait for the body's next operation.
+
+        Between a step's end and the body's next operation nothing leaves the process, so
+        the step is durable before the body goes on either way; when the body suspends or
+        ends first, the save of its answer (the one that parks or ends the run) makes the
+        step durable and no checkpoint write is needed. Only a top-level step of a ``def``
+        body qualifies: there nothing else runs while the body goes on (branches of a map,
+        parallel or ``async`` body do), and a mark of a started attempt is written at once.
+        """
+        return (
+            entry.kind == "step"
+            and entry.status == "ok"
+            and not scope_of(key)
+            and not self.workflow.is_async
+        )
+
+    def write_unwritten(self) -> None:
+        """Write the checkpoint that waits for the body's next operation, if any."""
+        waiting, self._unwritten = self._unwritten, None
+        if waiting is not None and self.checkpointer is not None:
+            self._checkpoint(self.checkpointer.wait, self.checkpointer.step(*waiting))
 
     def journal_overruns(self) -> list[str]:
         """Journal when the timed-out attempts of this run whose code ended in this process
@@ -281,6 +342,7 @@ class Invocation:
         """
         if self.nondeterminism is not None:
             raise self.nondeterminism
+        self.write_unwritten()
         self.stop_if_journal_only()
         self.check_cancel()
         self._live_count += 1
@@ -363,11 +425,13 @@ class Invocation:
     def checkpoint_metadata(self, update: MetadataUpdate) -> None:
         """Make a metadata update made outside any step durable (steps carry their own)."""
         if self.checkpointer is not None:
+            self.write_unwritten()
             self._checkpoint(self.checkpointer.metadata, update)
 
     def emit_chunk(self, chunk: StreamChunk) -> None:
         """Add a stream chunk to the response (durable first, with per-step checkpoints)."""
         if self.checkpointer is not None:
+            self.write_unwritten()
             self._checkpoint(self.checkpointer.chunk, chunk)
         with self._lock:
             self.stream_chunks.append(chunk)

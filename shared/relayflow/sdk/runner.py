@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from relayflow.errors import StepTimeoutError
-from relayflow.sdk.instructions import Batch, Body, Call, Instruction, Op, Pause
+from relayflow.sdk.checkpoints import take_owed
+from relayflow.sdk.instructions import Batch, Body, Call, Instruction, Op, Pause, Settle
 from relayflow.sdk.overruns import ABANDONED
 from relayflow.sdk.scope import STEP_SCOPE, ContextCore
 
@@ -199,6 +200,14 @@ class SyncRunner:
             return stop.value  # type: ignore[no-any-return]
 
     def _perform(self, instruction: Instruction) -> Any:
+        if isinstance(instruction, Call | Settle):
+            owed = take_owed()
+            if owed is not None:
+                owed.settle(owed.ticket)
+        if isinstance(instruction, Settle):
+            if instruction.flush is not None:
+                instruction.flush()
+            return None
         if isinstance(instruction, Call):
             return self._call(instruction)
         if isinstance(instruction, Pause):
@@ -278,6 +287,20 @@ class AsyncRunner:
             return stop.value  # type: ignore[no-any-return]
 
     async def _perform(self, instruction: Instruction) -> Any:
+        if isinstance(instruction, Call | Settle):
+            owed = take_owed()
+            if owed is not None:
+                # Off the loop: other branches go on and queue entries for the next write.
+                await asyncio.get_running_loop().run_in_executor(
+                    owed.checkpointer.waiters,
+                    contextvars.copy_context().run,
+                    owed.settle,
+                    owed.ticket,
+                )
+        if isinstance(instruction, Settle):
+            if instruction.flush is not None:
+                await asyncio.to_thread(instruction.flush)
+            return None
         if isinstance(instruction, Call):
             return await self._call(instruction)
         if isinstance(instruction, Pause):

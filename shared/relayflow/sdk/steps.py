@@ -130,7 +130,8 @@ def run_step(
                 )
             )
             try:
-                inv.record(key, entry)
+                # Durable here, before the attempt: a mark left unwritten must read as such.
+                inv.record(key, entry, wait=True)
             except SuspendSignal:
                 # The checkpoint could not be written: the mark is durable only with the
                 # answer, whose next invocation runs the attempt.

@@ -47,12 +47,12 @@ def test_a_crash_inside_step_26_reruns_only_step_26_over_http() -> None:
     assert steps.calls[26] == 2
     assert all(steps.calls[n] == 1 for n in range(27, 31))
     # Two step requests (the dispatcher did not resend the one the host died in), one
-    # checkpoint call per completed step and one claim per invocation, and the fence the
-    # second holder wrote.
+    # checkpoint call per completed step but the last (it ends the body: the answer's save
+    # holds it) and one claim per invocation, and the fence the second holder wrote.
     assert len(hosted.host_adapter.requests) == 2
-    assert hosted.api_adapter.stored == 32
+    assert hosted.api_adapter.stored == 31
     kinds = [e.kind for e in hosted.env.checkpoints.read(run.id, 0)]
-    assert kinds == ["claim"] + ["step"] * 25 + ["fence", "claim"] + ["step"] * 5
+    assert kinds == ["claim"] + ["step"] * 25 + ["fence", "claim"] + ["step"] * 4
 
 
 def test_each_step_is_durable_while_the_invocation_goes_on() -> None:
@@ -61,8 +61,8 @@ def test_each_step_is_durable_while_the_invocation_goes_on() -> None:
     run = hosted.env.trigger("dur.thirty")
     record = hosted.env.runs.get(run.id)
     assert record is not None
-    # The invocation's claim, then one entry per step.
-    assert (record.status, record.invocation_count, record.checkpoint_seq) == ("completed", 1, 31)
+    # The invocation's claim, then one entry per step but the last (the answer's save holds it).
+    assert (record.status, record.invocation_count, record.checkpoint_seq) == ("completed", 1, 30)
     [request] = hosted.host_adapter.requests
     channel = request["checkpoint"]
     assert channel["seq"] == 1

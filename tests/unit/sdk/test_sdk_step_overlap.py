@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from relayflow.core.checkpoints import expand
 from relayflow.core.views import RunDetail
 from relayflow.errors import StepFailedError
 from relayflow.sdk.overruns import ABANDONED
@@ -309,7 +310,8 @@ def test_a_later_step_checkpoints_when_an_earlier_timed_out_attempt_really_ended
     [given_up] = [e for e in done.timeline if e.id == "late"]
     assert (given_up.outcome, given_up.abandoned_outcome) == ("err", "returned")
     # The fact was made durable with the next step's checkpoint, before the answer.
-    logged = [e.step for e in env.checkpoints.read(done.id, 0) if e.key == "late" and e.step]
+    log = expand(env.checkpoints.read(done.id, 0))
+    logged = [e.step for e in log if e.key == "late" and e.step]
     assert [s.attempts[0].abandoned_ended_at for s in logged] == [
         None,
         given_up.abandoned_ended_at,

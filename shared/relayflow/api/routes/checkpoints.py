@@ -27,7 +27,9 @@ from relayflow.protocol import CheckpointEntry
 
 RunId = Annotated[str, Path(description="the run id (URL-encode '/' in child run ids)")]
 #: What a host writes; fences and cancels are the orchestrator's own entries.
-HOST_KINDS = ("claim", "step", "metadata", "chunk")
+HOST_KINDS = ("claim", "step", "metadata", "chunk", "group")
+#: What a group carries (a claim is an invocation's first write, never grouped).
+GROUPED_KINDS = ("step", "metadata", "chunk")
 #: Validated after the capability, so a caller without one learns nothing from a 400.
 EntryBody = Annotated[Any, WithJsonSchema(documented_body(CheckpointEntry))]
 
@@ -68,6 +70,15 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         if entry.kind not in HOST_KINDS:
             raise ApiError(
                 403, "checkpoint_forbidden", f"a step host writes {', '.join(HOST_KINDS)} entries"
+            )
+        grouped = entry.entries or []
+        if entry.kind == "group" and (
+            not grouped or any(e.kind not in GROUPED_KINDS for e in grouped)
+        ):
+            raise ApiError(
+                403,
+                "checkpoint_forbidden",
+                f"a group carries one or more {', '.join(GROUPED_KINDS)} entries",
             )
         log: CheckpointLog | None = getattr(
             getattr(ctx.driver, "engine", None), "checkpoints", None

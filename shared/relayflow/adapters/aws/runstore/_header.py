@@ -26,18 +26,33 @@ HEADER_BUDGET = attributes.ITEM_BUDGET - 10_000
 _MISSING = object()
 
 
-def wake_index(record: RunRecord, old: RunSnapshot) -> int | None:
+def wake_index(record: RunRecord, old: RunSnapshot, now: int) -> int | None:
     """The wake time the header gives the sweeper's index.
 
     A run saved while a holder has its lease to run an invocation keeps the entry it had:
     the sweeper skips runs whose lease is live and recovers them once it expired, so the
     entry changes only when the run parks or ends (one index write per wait, not three).
+
+    A run that parks to wake within one bucket from now keeps an entry no later than its
+    wake time too: the sweeper reads every bucket up to the current one, so it still finds
+    the run by its wake time, and reads its header on a few more passes at most (those
+    before the wake's bucket begins). A run of short sleeps so writes its index entry once
+    instead of at every bucket it crosses.
     """
     if record.is_terminal:
         return None
-    if record.status == "running" and record.lease is not None and old.wake_index is not None:
-        return old.wake_index
-    return record.wake_at
+    kept = old.wake_index
+    if record.status == "running" and record.lease is not None and kept is not None:
+        return kept
+    wake = record.wake_at
+    if (
+        wake is not None
+        and kept is not None
+        and kept <= wake
+        and wake - now < tables.WAKE_BUCKET_MS
+    ):
+        return kept
+    return wake
 
 
 def due_at(record: RunRecord, index_wake: int) -> int:

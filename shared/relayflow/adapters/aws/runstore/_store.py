@@ -373,7 +373,7 @@ class DynamoDBRunStore:
             dead=old.dead,
             fields=fields,
             expiry_pending=bool(stamp),
-            wake_index=wake_index(record, old),
+            wake_index=wake_index(record, old, self._clock.now_ms()),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
         encoded = [_pages.encode_entry(part, data, ref) for part, data, ref in written]

@@ -162,10 +162,10 @@ export function renderRun(main, runId, ctx) {
   async function refresh() {
     if (stopped) return;
     try {
-      const [run, timeline] = await Promise.all([
-        api(runPath(runId), { signal: controller.signal }),
-        api(runPath(runId) + "/timeline", { signal: controller.signal }),
-      ]);
+      // The timeline is read after the run, so that it holds at least what the run's status
+      // says: a run read as ended is never drawn with the timeline of before its end.
+      const run = await api(runPath(runId), { signal: controller.signal });
+      const timeline = await api(runPath(runId) + "/timeline", { signal: controller.signal });
       if (!header.isConnected) layout();
       show(run, timeline.entries || []);
     } catch (error) {

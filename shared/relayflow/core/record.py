@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from relayflow.costs.usage import RunUsage
 from relayflow.protocol import (
     CancelDirective,
     CodeVersion,
@@ -282,6 +283,8 @@ class RunRecord(RecordModel):
     versioning: Versioning | None = None
     #: Set while the code version the run is pinned to cannot be reached.
     version_wait: VersionWait | None = None
+    #: The AWS work done for the run so far (see relayflow.costs; None before any counted).
+    usage: RunUsage | None = None
 
     @property
     def redrive_count(self) -> int:

@@ -4,11 +4,11 @@ An entry is the item ``(pk=<runId>, sk=log#<seq, 10 digits>)`` written with one 
 ``PutItem`` (``attribute_not_exists``): the sequence number is the fencing token, so a slot
 is written once, by the host that expected it or by a fence or cancel that took it first.
 A step entry of 100-200 bytes of output is an item under 1 KB: one write unit. A group
-(several entries that share one write) keeps its JSON zlib-compressed in a binary attribute:
-its entries repeat the same names and keys, and a branch's step output and the branch's
-result are often the same value, so the item is a fraction of its JSON (a write costs one
-unit per KB). Entries over ``inline_limit`` bytes (after compression) keep their JSON in the
-payload store and a reference in the item.
+(several entries that share one write) keeps its JSON compressed in a binary attribute, as
+run headers are: its entries repeat the same names and keys, and a branch's step output and
+the branch's result are often the same value, so the item is a fraction of its JSON (a write
+costs one unit per KB). Entries over ``inline_limit`` bytes (after compression) keep their
+JSON in the payload store and a reference in the item.
 
 Entries are needed only until the invocation's answer is saved (the answer carries the same
 journal into the run's pages) or until a new holder folds them after a crash; each carries
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 import secrets
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws import attributes, compression, tables
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.clock import SystemClock
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
 LOG_PREFIX = "log#"
 #: Entries whose JSON is larger than this keep it in the payload store.
 INLINE_LIMIT = 32 * 1024
-#: zlib's level for groups: 6 (its default) gains little over 1 on JSON this small.
-COMPRESSION_LEVEL = 6
 #: Days an entry is kept (it is folded into the run's pages long before).
 DEFAULT_TTL_DAYS = 7
 
@@ -162,7 +159,7 @@ class DynamoDBCheckpointLog:
             "w": attributes.s(secrets.token_hex(4)),
             tables.TTL_ATTRIBUTE: attributes.n(self._clock.now_ms() // 1000 + self._ttl_s),
         }
-        packed = zlib.compress(body, COMPRESSION_LEVEL) if entry.kind == "group" else None
+        packed = compression.pack(body) if entry.kind == "group" else None
         if packed is not None and len(packed) <= self._inline_limit:
             item["z"] = {"B": packed}
         elif len(body) > self._inline_limit:
@@ -178,7 +175,7 @@ class DynamoDBCheckpointLog:
 
     def _entry(self, item: dict[str, Any]) -> CheckpointEntry:
         if "z" in item:
-            doc = json.loads(zlib.decompress(item["z"]["B"]))
+            doc = json.loads(compression.unpack(item["z"]["B"]))
         elif "ref" in item:
             if self._payloads is None:
                 raise ValidationError("this checkpoint is in the payload store; configure one")

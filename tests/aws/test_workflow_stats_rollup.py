@@ -122,12 +122,12 @@ def test_cost_sums_and_histogram_add_up_over_runs_with_recorded_usage(env: Workf
     costs = [0.0001, 0.0002, 0.0002, 0.004]
     for number, cost in enumerate(costs):
         counted = env.statistics.record_end(
-            RunEnd(f"run_{number}", "staging", "stats.sleeps", "completed", at, 1000, cost)
+            RunEnd(f"run_{number}", "preview", "stats.sleeps", "completed", at, 1000, cost)
         )
         assert counted
-    env.statistics.record_end(RunEnd("run_x", "staging", "stats.sleeps", "failed", at, 5, None))
+    env.statistics.record_end(RunEnd("run_x", "preview", "stats.sleeps", "failed", at, 5, None))
 
-    (rollup,) = env.statistics.hours("staging", "stats.sleeps", at, at)
+    (rollup,) = env.statistics.hours("preview", "stats.sleeps", at, at)
     assert (rollup.runs, rollup.costed_runs) == (5, 4)
     assert rollup.cost_usd_sum == pytest.approx(sum(costs))
     assert rollup.costs == {
@@ -138,7 +138,7 @@ def test_cost_sums_and_histogram_add_up_over_runs_with_recorded_usage(env: Workf
     stats = workflow_stats(
         env.statistics,
         env.runs,
-        environment="staging",
+        environment="preview",
         workflow_id="stats.sleeps",
         since=at,
         until=at,

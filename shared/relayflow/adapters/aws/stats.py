@@ -11,7 +11,9 @@ A run's end is counted by one transaction of two items: a put of a marker
 ``#statsend#<runId>@<endedAt>`` conditional on it not existing (expiring after
 :data:`MARK_DAYS`), and the ``ADD`` of the run's counts to its hour. A repeat of the same end
 is refused by the marker and adds nothing, and the two never go apart. Cost: one request per
-finished run, 4 write units (2 items, transactional).
+finished run, 4 write units (2 items, transactional). Two plain writes would cost 2 units but
+could lose a count between them; a condition on the hour's item itself would have to list the
+hour's run ids, which grows the item that every end rewrites.
 """
 
 from __future__ import annotations

@@ -3,11 +3,16 @@ mixed outcomes, one count per end however often it is reported, and the figures 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from moto_driver import moto_driver
+from botocore.exceptions import ClientError
+from moto_driver import SETTINGS, moto_driver
 
+from relayflow.adapters.aws.clients import AwsClients
+from relayflow.adapters.aws.errors import AwsServiceError
+from relayflow.adapters.aws.stats import CONFLICT_TRIES, DynamoDBRunStatistics
 from relayflow.errors import FatalError
 from relayflow.sdk.registry import workflow
 from relayflow.stats import COST_BUCKETS, DURATION_BUCKETS, RollupRecorder, RunEnd
@@ -146,3 +151,76 @@ def test_cost_sums_and_histogram_add_up_over_runs_with_recorded_usage(env: Workf
     assert stats.cost_usd.mean == pytest.approx(sum(costs) / 4)
     assert stats.cost_usd.p50 == COST_BUCKETS.midpoint(COST_BUCKETS.index(0.0002))
     assert stats.cost_usd.p95 == COST_BUCKETS.midpoint(COST_BUCKETS.index(0.004))
+
+
+def test_ends_reported_concurrently_and_twice_each_count_exactly_once(
+    env: WorkflowTestEnv,
+) -> None:
+    at = env.now()
+    ends = [
+        RunEnd(
+            f"run_{n}", "production", "stats.busy", "completed" if n % 4 else "failed", at, n, None
+        )
+        for n in range(40)
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        counted = list(pool.map(env.statistics.record_end, ends + ends))
+    assert counted.count(True) == 40, "each end counted by exactly one of its two reports"
+    (rollup,) = env.statistics.hours("production", "stats.busy", at, at)
+    assert rollup.by_status == {"completed": 30, "failed": 10}
+    assert rollup.duration_ms_sum == sum(range(40))
+
+
+class ConflictingClient:
+    """The DynamoDB client, except that transactions are first cancelled as conflicting
+    ``conflicts`` times (nothing applied), then one is applied and its answer lost."""
+
+    def __init__(self, client: Any, conflicts: int, lose_answer: bool) -> None:
+        self._client = client
+        self.conflicts = conflicts
+        self.lose_answer = lose_answer
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+                },
+                "TransactWriteItems",
+            )
+        answer = self._client.transact_write_items(**kwargs)
+        if self.lose_answer:
+            self.lose_answer = False
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}},
+                "TransactWriteItems",
+            )
+        return answer
+
+
+def test_a_conflicting_transaction_is_tried_again_and_a_lost_answer_counts_once(
+    env: WorkflowTestEnv,
+) -> None:
+    at = env.now()
+    client = ConflictingClient(AwsClients(region="eu-west-1").dynamodb(), 2, lose_answer=True)
+    store = DynamoDBRunStatistics(SETTINGS.require("table_name"), client_factory=lambda: client)
+    end = RunEnd("run_conflicted", "production", "stats.busy", "completed", at, 250, None)
+
+    with pytest.raises(AwsServiceError) as lost:
+        store.record_end(end)
+    assert lost.value.transient and client.calls == 3, "two conflicts tried again, then applied"
+    assert store.record_end(end) is False, "the repeat finds the end counted"
+    (rollup,) = store.hours("production", "stats.busy", at, at)
+    assert rollup.by_status == {"completed": 1}
+
+    client.conflicts = CONFLICT_TRIES
+    with pytest.raises(AwsServiceError):
+        store.record_end(RunEnd("run_starved", "production", "stats.busy", "failed", at, 1, None))
+    assert store.hours("production", "stats.busy", at, at)[0].runs == 1

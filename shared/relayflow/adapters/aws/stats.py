@@ -18,14 +18,19 @@ hour's run ids, which grows the item that every end rewrites.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import tables as t
 from relayflow.adapters.aws.errors import reraise
 from relayflow.adapters.aws.flow_table import FlowTable, cancellation_codes, item_key
 from relayflow.stats.rollup import HOUR_MS, HourRollup, RunEnd, hour_of, increments_of
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 ROLLUP_PREFIX = "#stats#"
 MARK_PREFIX = "#statsend#"
@@ -35,6 +40,11 @@ ROLLUP_RETENTION_DAYS = 400
 #: ended the run.
 MARK_DAYS = 2
 _DAY_MS = 24 * HOUR_MS
+#: Tries of an end's transaction that DynamoDB cancels because another transaction on the
+#: same hour's item was in flight (many runs of one workflow ending at once); each try is
+#: safe to repeat (the marker).
+CONFLICT_TRIES = 6
+_CONFLICT_BACKOFF_S = 0.02
 _MARK_SORT_KEY = "-"
 
 
@@ -91,7 +101,25 @@ class DynamoDBRunStatistics(FlowTable):
 
     def record_end(self, end: RunEnd) -> bool:
         """Add ``end`` to its hour with one transaction (see the module); False when its
-        marker says it was counted before."""
+        marker says it was counted before. A transaction cancelled by a conflicting one on
+        the same hour is tried again, up to :data:`CONFLICT_TRIES` times."""
+        items = self._end_items(end)
+        attempt = 1
+        while True:
+            try:
+                self._db().transact_write_items(TransactItems=items)
+                return True
+            except Exception as exc:
+                codes = cancellation_codes(exc) or []
+                if codes[:1] == ["ConditionalCheckFailed"]:
+                    return False
+                if "TransactionConflict" not in codes or attempt >= CONFLICT_TRIES:
+                    reraise(exc, "recording a run's end in its workflow's statistics")
+            time.sleep(random.uniform(0, _CONFLICT_BACKOFF_S * 2**attempt))
+            attempt += 1
+
+    def _end_items(self, end: RunEnd) -> list[TransactWriteItemTypeDef]:
+        """The transaction of ``end``: its marker's put, then its hour's update."""
         hour = hour_of(end.ended_at)
         names: dict[str, str] = {"#ttl": t.TTL_ATTRIBUTE}
         values: dict[str, Any] = {":ttl": _number((hour + ROLLUP_RETENTION_DAYS * _DAY_MS) // 1000)}
@@ -104,37 +132,27 @@ class DynamoDBRunStatistics(FlowTable):
             **item_key(MARK_PREFIX + end.end_key, _MARK_SORT_KEY),
             t.TTL_ATTRIBUTE: _number((end.ended_at + MARK_DAYS * _DAY_MS) // 1000),
         }
-        try:
-            self._db().transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": marker,
-                            "ConditionExpression": "attribute_not_exists(#sk)",
-                            "ExpressionAttributeNames": {"#sk": t.SK},
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": item_key(
-                                rollup_partition(end.environment, end.workflow_id),
-                                _hour_key(hour),
-                            ),
-                            "UpdateExpression": f"SET #ttl = :ttl ADD {', '.join(clauses)}",
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                ]
-            )
-        except Exception as exc:
-            codes = cancellation_codes(exc)
-            if codes is not None and codes[0] == "ConditionalCheckFailed":
-                return False
-            reraise(exc, "recording a run's end in its workflow's statistics")
-        return True
+        return [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": marker,
+                    "ConditionExpression": "attribute_not_exists(#sk)",
+                    "ExpressionAttributeNames": {"#sk": t.SK},
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": item_key(
+                        rollup_partition(end.environment, end.workflow_id), _hour_key(hour)
+                    ),
+                    "UpdateExpression": f"SET #ttl = :ttl ADD {', '.join(clauses)}",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            },
+        ]
 
     def hours(
         self, environment: str, workflow_id: str, since_ms: int, until_ms: int

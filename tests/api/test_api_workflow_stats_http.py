@@ -87,3 +87,17 @@ def test_runs_driven_on_aws_are_counted_once_and_shown_by_the_api_and_the_cli() 
 
         code, _, err = cli(api, "workflows", "stats", "stats.charge", "--since", "90d")
         assert code != 0 and "invalid_range" in err
+        code, out, _ = cli(
+            api,
+            "--json",
+            "workflows",
+            "stats",
+            "stats.charge",
+            "--env",
+            "preview",
+            "--until",
+            "2h",
+        )
+        before = json.loads(out)
+        assert code == 0 and before["runs"] == 0, "the runs ended after --until"
+        assert before["until"] - before["since"] == 24 * 3_600_000

@@ -175,8 +175,7 @@ def add_workflow_commands(
     )
     p.add_argument(
         "--since",
-        default="24h",
-        help="start: 24h, 7d (that long ago), epoch ms or an ISO time (%(default)s)",
+        help="start: 24h, 7d (that long ago), epoch ms or an ISO time (24 hours before --until)",
     )
     p.add_argument("--until", help="end: like --since (now by default)")
     p.add_argument("--hourly", action="store_true", help="also print the hours that had runs")

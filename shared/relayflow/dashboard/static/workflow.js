@@ -69,8 +69,9 @@ function hourTitle(hour) {
 
 // Stacked bars of the runs that ended each hour, by outcome; a bar's title says its figures.
 export function hourlyChart(hours) {
-  const barWidth = 14;
+  // Wide bars for a few hours, thin ones for a month; the chart scales down to fit.
   const gap = 2;
+  const barWidth = Math.max(4, Math.min(48, Math.floor(720 / hours.length) - gap));
   const height = 120;
   const top = 14;
   const bottom = 18;
@@ -93,7 +94,8 @@ export function hourlyChart(hours) {
       svg("rect", { class: "hour-hit", x, y: top, width: barWidth, height }),
       pieces);
   });
-  const labelEvery = Math.max(1, Math.ceil(hours.length / 8));
+  // Hour labels at least 40 px apart.
+  const labelEvery = Math.max(1, Math.ceil(40 / (barWidth + gap)));
   const labels = hours.map((hour, index) => index % labelEvery ? null
     : svg("text", { x: left + index * (barWidth + gap), y: top + height + 13 }, hourLabel(hour.hour)));
   return h("figure", { class: "chart-wrap" },

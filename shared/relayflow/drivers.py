@@ -142,6 +142,9 @@ class WorkflowDriver:
         #: The schedule service (``relayflow.schedules.ScheduleService``) when schedules are
         #: hosted; registering a manifest then reconciles its schedules.
         self.schedules: Any = None
+        #: Where the hourly rollups of finished runs live
+        #: (``relayflow.stats.RunStatistics``), when recorded; the statistics route reads it.
+        self.statistics: Any = None
 
     def _check_open(self) -> None:
         if self._shut.is_set():

@@ -20,6 +20,7 @@ from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
 from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock
+from relayflow.adapters.aws.stats import DynamoDBRunStatistics
 from relayflow.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
@@ -42,6 +43,7 @@ from relayflow.ports import (
 from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import registered_concurrency, registered_timeout_ms
+from relayflow.stats import attach_statistics
 
 if TYPE_CHECKING:
     from relayflow.protocol import TenantMeta
@@ -229,6 +231,10 @@ def build_aws_driver(
         tenant_meta=tenant_meta,
         payloads=payloads,
         deliveries=deliveries,
+    )
+    attach_statistics(
+        driver,
+        DynamoDBRunStatistics(settings.require("table_name"), client_factory=clients.dynamodb),
     )
     if settings.recurring_schedule_group:
         attach_schedules(

@@ -35,7 +35,7 @@ function toLocalInput(iso) {
 export function runsTable(runs) {
   const rows = runs.map((run) => h("tr", {},
     h("td", {}, h("a", { href: "#/runs/" + encodeURIComponent(run.id), class: "mono" }, run.id)),
-    h("td", {}, run.workflowId),
+    h("td", {}, h("a", { class: "workflow-link", href: "#/workflows/" + encodeURIComponent(run.workflowId) + "?environment=" + encodeURIComponent(run.environment) }, run.workflowId)),
     h("td", {}, statusBadge(run.status)),
     h("td", {}, timeCell(run.startedAt)),
     h("td", { class: "hide-narrow" }, run.completedAt ? formatDuration(run.completedAt - run.startedAt) : "—"),

@@ -2,9 +2,9 @@
 store it goes to (a port), and the run observer that writes it (no AWS here).
 
 A run adds to the rollup of its (environment, workflow, hour of its end) exactly once per
-end: the observer sees the save that made the run terminal, and the store counts each
-``end_key`` (run id and end time) once, so a retried end save, or the same end observed by
-two processes, adds nothing the second time. A redriven run that ends again is a new end
+end: the observer sees only the save that made the run terminal (one save does), and the
+store counts each ``end_key`` (run id and end time) once, so a repeated request adds
+nothing the second time. A redriven run that ends again is a new end
 (it counts again, under its new status).
 """
 
@@ -120,9 +120,9 @@ def increments_of(end: RunEnd) -> HourRollup:
 class RunStatistics(Protocol):
     """Where the hourly rollups of finished runs live."""
 
-    def record_end(self, end: RunEnd) -> bool:
-        """Add ``end`` to its hour's rollup; False when this ``end_key`` was counted before
-        (nothing changes). Safe to repeat."""
+    def record_end(self, end: RunEnd) -> None:
+        """Add ``end`` to its hour's rollup. Safe to repeat: a repeat of one ``end_key`` adds
+        nothing."""
         ...
 
     def hours(

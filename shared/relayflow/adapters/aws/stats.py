@@ -7,17 +7,18 @@ and one ``d<bucket>`` / ``c<bucket>`` per histogram bucket a run fell in (Dynamo
 works on top-level attributes only). The item expires :data:`ROLLUP_RETENTION_DAYS` after
 its hour.
 
-A run's end is counted by one transaction of two items: a put of a marker
-``#statsend#<runId>@<endedAt>`` conditional on it not existing (expiring after
-:data:`MARK_DAYS`), and the ``ADD`` of the run's counts to its hour. A repeat of the same end
-is refused by the marker and adds nothing, and the two never go apart. Cost: one request per
-finished run, 4 write units (2 items, transactional). Two plain writes would cost 2 units but
-could lose a count between them; a condition on the hour's item itself would have to list the
-hour's run ids, which grows the item that every end rewrites.
+A run's end is counted by one write: the ``ADD`` of the run's counts to its hour, sent as a
+transaction of that one update with a client request token derived from the end (its run id
+and end time). ``ADD`` is not idempotent, but DynamoDB applies a transaction once per token
+for ten minutes, so a request repeated after a lost answer or a throttling (by botocore's
+retries or ours) counts the end once. The engine reports an end once, from the save that
+made the run terminal, so no later repeat exists. Cost: one request and 2 write units per
+finished run (a rollup item stays under 1 KB), none per step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections.abc import Iterator
@@ -33,25 +34,25 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 ROLLUP_PREFIX = "#stats#"
-MARK_PREFIX = "#statsend#"
 #: Rollups are kept this long after their hour (the figures reach back that far).
 ROLLUP_RETENTION_DAYS = 400
-#: A counted end's marker is kept this long: far longer than any retry of the save that
-#: ended the run.
-MARK_DAYS = 2
 _DAY_MS = 24 * HOUR_MS
 #: Tries of an end's transaction that DynamoDB cancels because another transaction on the
 #: same hour's item was in flight (many runs of one workflow ending at once); each try is
-#: safe to repeat (the marker).
+#: safe to repeat (the token).
 CONFLICT_TRIES = 6
 _CONFLICT_BACKOFF_S = 0.02
-_MARK_SORT_KEY = "-"
 
 
 def rollup_partition(environment: str, workflow_id: str) -> str:
     """The partition of one workflow's rollups (the id's length keeps ids holding ``#``
     apart)."""
     return f"{ROLLUP_PREFIX}{environment}#{len(workflow_id)}:{workflow_id}"
+
+
+def end_token(end: RunEnd) -> str:
+    """The client request token of ``end``'s write: the same for every report of one end."""
+    return hashlib.sha256(end.end_key.encode("utf-8")).hexdigest()[:36]
 
 
 def _hour_key(hour: int) -> str:
@@ -99,27 +100,26 @@ def _rollup_of(item: dict[str, Any]) -> HourRollup:
 class DynamoDBRunStatistics(FlowTable):
     """The :class:`~relayflow.stats.rollup.RunStatistics` port on the runs table."""
 
-    def record_end(self, end: RunEnd) -> bool:
-        """Add ``end`` to its hour with one transaction (see the module); False when its
-        marker says it was counted before. A transaction cancelled by a conflicting one on
-        the same hour is tried again, up to :data:`CONFLICT_TRIES` times."""
+    def record_end(self, end: RunEnd) -> None:
+        """Add ``end`` to its hour with one write (see the module). A transaction cancelled by
+        a conflicting one on the same hour is tried again, up to :data:`CONFLICT_TRIES`
+        times."""
         items = self._end_items(end)
+        token = end_token(end)
         attempt = 1
         while True:
             try:
-                self._db().transact_write_items(TransactItems=items)
-                return True
+                self._db().transact_write_items(TransactItems=items, ClientRequestToken=token)
+                return
             except Exception as exc:
                 codes = cancellation_codes(exc) or []
-                if codes[:1] == ["ConditionalCheckFailed"]:
-                    return False
                 if "TransactionConflict" not in codes or attempt >= CONFLICT_TRIES:
                     reraise(exc, "recording a run's end in its workflow's statistics")
             time.sleep(random.uniform(0, _CONFLICT_BACKOFF_S * 2**attempt))
             attempt += 1
 
     def _end_items(self, end: RunEnd) -> list[TransactWriteItemTypeDef]:
-        """The transaction of ``end``: its marker's put, then its hour's update."""
+        """The transaction of ``end``: its hour's update."""
         hour = hour_of(end.ended_at)
         names: dict[str, str] = {"#ttl": t.TTL_ATTRIBUTE}
         values: dict[str, Any] = {":ttl": _number((hour + ROLLUP_RETENTION_DAYS * _DAY_MS) // 1000)}
@@ -128,19 +128,7 @@ class DynamoDBRunStatistics(FlowTable):
             names[f"#a{position}"] = attribute
             values[f":a{position}"] = _number(amount)
             clauses.append(f"#a{position} :a{position}")
-        marker = {
-            **item_key(MARK_PREFIX + end.end_key, _MARK_SORT_KEY),
-            t.TTL_ATTRIBUTE: _number((end.ended_at + MARK_DAYS * _DAY_MS) // 1000),
-        }
         return [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marker,
-                    "ConditionExpression": "attribute_not_exists(#sk)",
-                    "ExpressionAttributeNames": {"#sk": t.SK},
-                }
-            },
             {
                 "Update": {
                     "TableName": self.table_name,

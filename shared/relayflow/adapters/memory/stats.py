@@ -17,15 +17,14 @@ class InMemoryRunStatistics:
         self._counted: set[str] = set()
         self._lock = threading.Lock()
 
-    def record_end(self, end: RunEnd) -> bool:
+    def record_end(self, end: RunEnd) -> None:
         """Add ``end`` to its hour unless its ``end_key`` was counted before."""
         with self._lock:
             if end.end_key in self._counted:
-                return False
+                return
             self._counted.add(end.end_key)
             key = (end.environment, end.workflow_id, hour_of(end.ended_at))
             self._rollups.setdefault(key, HourRollup(hour=key[2])).add(end)
-            return True
 
     def hours(
         self, environment: str, workflow_id: str, since_ms: int, until_ms: int

@@ -282,6 +282,9 @@ class RunRecord(RecordModel):
     versioning: Versioning | None = None
     #: Set while the code version the run is pinned to cannot be reached.
     version_wait: VersionWait | None = None
+    #: The W3C ``traceparent`` of the caller whose trace the run continues (its trigger
+    #: request's); None: the run's trace is its own (see relayflow.tracing.ids).
+    trace_parent: str | None = None
 
     @property
     def redrive_count(self) -> int:

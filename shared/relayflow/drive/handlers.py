@@ -14,6 +14,7 @@ from relayflow.deployment import Handler, Lazy
 from relayflow.drive.events import handle_drive_event
 from relayflow.drivers import WorkflowDriver
 from relayflow.observability import RunMetrics
+from relayflow.tracing.process import flush_spans
 
 _log = Logger(service="relayflow")
 
@@ -103,6 +104,7 @@ def _budgeted(
                 return work(driver.get(), event, context, sink.get())
         finally:
             sink.get().flush()
+            flush_spans()
 
     return handler
 

@@ -126,3 +126,14 @@ def step_attempt_span(
         return None
     span_id = RunTrace(run_id, invocation.trace_id).step_attempt(step_key, attempt).span_id
     return SpanRef(invocation.trace_id, span_id, invocation.sampled)
+
+
+#: Where a trace viewer link template takes the trace id.
+TRACE_ID_PLACEHOLDER = "{traceId}"
+
+
+def trace_url(template: str | None, trace_id: str | None) -> str | None:
+    """The link to ``trace_id`` in the viewer ``template`` names (None without either)."""
+    if not template or not trace_id:
+        return None
+    return template.replace(TRACE_ID_PLACEHOLDER, trace_id)

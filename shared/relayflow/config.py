@@ -125,7 +125,8 @@ class Settings:
         None,
         text,
         "Link to a run's trace in your trace viewer, `{traceId}` standing for its trace id "
-        "(the API's `traceUrl`, the dashboard's trace link; unset: no link)",
+        "(`{xrayTraceId}`: in X-Ray's notation); the API's `traceUrl` and the dashboard's "
+        "trace link (unset: no link)",
     )
     dlq_arn: str | None = setting(
         "RELAYFLOW_DLQ_ARN", None, text, "SQS queue for alarms Scheduler could not deliver"

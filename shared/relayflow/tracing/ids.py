@@ -128,12 +128,15 @@ def step_attempt_span(
     return SpanRef(invocation.trace_id, span_id, invocation.sampled)
 
 
-#: Where a trace viewer link template takes the trace id.
+#: Where a trace viewer link template takes the trace id: as is (32 hex digits), or in
+#: AWS X-Ray's notation (``1-<8 hex>-<24 hex>``).
 TRACE_ID_PLACEHOLDER = "{traceId}"
+XRAY_TRACE_ID_PLACEHOLDER = "{xrayTraceId}"
 
 
 def trace_url(template: str | None, trace_id: str | None) -> str | None:
     """The link to ``trace_id`` in the viewer ``template`` names (None without either)."""
     if not template or not trace_id:
         return None
-    return template.replace(TRACE_ID_PLACEHOLDER, trace_id)
+    xray = f"1-{trace_id[:8]}-{trace_id[8:]}"
+    return template.replace(TRACE_ID_PLACEHOLDER, trace_id).replace(XRAY_TRACE_ID_PLACEHOLDER, xray)

@@ -15,10 +15,12 @@ import os
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from relayflow.tracing.pinned import pinned
+from relayflow.tracing.spans import sample_runs_with
 
 _log = logging.getLogger("relayflow.tracing")
 #: The variables that ask relayflow to build a tracer provider when none is installed.
@@ -50,11 +52,19 @@ class PinnedIdGenerator(IdGenerator):
 
 def install_pinned_ids(provider: TracerProvider) -> None:
     """Make ``provider`` hand out pinned ids (tracers it already made keep their generator:
-    call this before relayflow's first span)."""
+    call this before relayflow's first span), and sample each run's spans as its root."""
     current: IdGenerator = provider.id_generator
     if not isinstance(current, PinnedIdGenerator):
         # The SDK types the attribute as its default generator; any IdGenerator works.
         provider.id_generator = PinnedIdGenerator(current)  # type: ignore[assignment]
+    sampler = provider.sampler
+
+    def keeps(trace_id: int) -> bool:
+        # The decision the sampler makes for the run's root span, which has no parent.
+        decision = sampler.should_sample(None, trace_id, "run").decision
+        return decision is Decision.RECORD_AND_SAMPLE
+
+    sample_runs_with(keeps)
 
 
 def configure_tracing() -> TracerProvider | None:

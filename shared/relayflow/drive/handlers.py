@@ -92,7 +92,7 @@ def _budgeted(
 ) -> Callable[[Any, Any], dict[str, Any]]:
     """A function's handler: ``work`` on the driver (built on first use, its engine counting
     into the metrics sink) within ``budget_ms`` capped by the function's remaining time less
-    the margin; the metrics are flushed after every event, whatever happened."""
+    the margin; the metrics and spans are flushed after every event, whatever happened."""
     sink = Lazy(lambda: metrics or EmfMetrics(service=service))
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 

@@ -1,4 +1,5 @@
-"""The SDK's in-memory exporter as the process's tracer provider, and reading span trees."""
+"""The SDK's in-memory exporter as the process's tracer provider for one test, and reading
+span trees."""
 
 from __future__ import annotations
 
@@ -10,28 +11,32 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
 
 from relayflow.tracing.sdk import configure_tracing
 
-_EXPORTER = InMemorySpanExporter()
 
-
-def _installed() -> None:
-    """The global provider is set once per process: the first test installs it."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-    configure_tracing()
+def _forget_the_provider() -> None:
+    # The API sets its global provider once per process; tests after this one must run
+    # untraced, as a process without a provider does (what OpenTelemetry's own tests do).
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """The spans finished during the test."""
-    _installed()
-    _EXPORTER.clear()
-    yield _EXPORTER
-    _EXPORTER.clear()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _forget_the_provider()
+    trace.set_tracer_provider(provider)
+    assert configure_tracing() is provider
+    try:
+        yield exporter
+    finally:
+        provider.shutdown()
+        _forget_the_provider()
 
 
 def by_name(finished: Any, name: str) -> list[ReadableSpan]:

@@ -4,6 +4,7 @@ span trees."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -11,8 +12,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.util._once import Once
 
+from relayflow.tracing.ids import sample_runs_with
 from relayflow.tracing.sdk import configure_tracing
 
 
@@ -21,13 +24,22 @@ def _forget_the_provider() -> None:
     # untraced, as a process without a provider does (what OpenTelemetry's own tests do).
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
+    sample_runs_with(lambda trace_id: True)
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """The spans finished during the test."""
+    with recording() as exporter:
+        yield exporter
+
+
+@contextmanager
+def recording(sampler: Sampler | None = None) -> Iterator[InMemorySpanExporter]:
+    """The process's tracer provider for the block (with ``sampler``, else the SDK's
+    default), exporting to memory."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     _forget_the_provider()
     trace.set_tracer_provider(provider)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -47,6 +48,21 @@ def parse_traceparent(value: str | None) -> SpanRef | None:
     return SpanRef(int(trace_hex, 16), int(span_hex, 16), bool(int(flags, 16) & SAMPLED))
 
 
+def _always(trace_id: int) -> bool:
+    return True
+
+
+#: Whether the configured sampler keeps a trace relayflow starts, from its id alone (so that
+#: every process decides alike for every span of a run); set by relayflow.tracing.sdk.
+_keeps_own_trace: list[Callable[[int], bool]] = [_always]
+
+
+def sample_runs_with(keeps: Callable[[int], bool]) -> None:
+    """Decide by ``keeps(trace_id)`` whether a run's own trace (one that continues no
+    caller's) is sampled."""
+    _keeps_own_trace[0] = keeps
+
+
 def _digest(*parts: str, size: int) -> int:
     data = "\x1f".join(parts).encode("utf-8")
     value = int.from_bytes(hashlib.blake2b(data, digest_size=size).digest(), "big")
@@ -81,7 +97,9 @@ class RunTrace:
     def sampled(self) -> bool:
         """A continued trace keeps its caller's decision; relayflow's own are sampled by the
         configured sampler from the trace id (the same answer in every process)."""
-        return self.caller.sampled if self.caller is not None else True
+        if self.caller is not None:
+            return self.caller.sampled
+        return _keeps_own_trace[0](self.trace_id)
 
     @property
     def trace_id_hex(self) -> str:

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import Decision
 
+from relayflow.tracing.ids import sample_runs_with
 from relayflow.tracing.pinned import pinned
-from relayflow.tracing.spans import sample_runs_with
 
 _log = logging.getLogger("relayflow.tracing")
 #: The variables that ask relayflow to build a tracer provider when none is installed.

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -17,20 +16,6 @@ from relayflow.tracing.pinned import pinning
 
 TRACER_NAME = "relayflow"
 _NS_PER_MS = 1_000_000
-
-
-def _always(trace_id: int) -> bool:
-    return True
-
-
-#: Whether the configured sampler keeps a trace relayflow starts (by its id alone, so that
-#: every process decides alike for every span of a run); set by relayflow.tracing.sdk.
-_keeps_trace: list[Callable[[int], bool]] = [_always]
-
-
-def sample_runs_with(keeps: Callable[[int], bool]) -> None:
-    """Decide by ``keeps(trace_id)`` whether the spans of a run's own trace are recorded."""
-    _keeps_trace[0] = keeps
 
 
 def tracing_enabled() -> bool:
@@ -54,10 +39,6 @@ def emit(
 ) -> None:
     """Emit the ended span ``ref`` (child of ``parent``; None: it starts its trace)."""
     tracer = trace.get_tracer(TRACER_NAME, __version__)
-    if parent is not None and parent.sampled:
-        # The parent is one of the run's own spans (or a sampled caller's): the run's trace
-        # is sampled as a whole, as its root span is.
-        parent = replace(parent, sampled=_keeps_trace[0](parent.trace_id))
     parent_context = context_of(parent) if parent is not None else otel_context.Context()
     with pinning(ref):
         span = tracer.start_span(

@@ -19,7 +19,7 @@ from relayflow.tracing.ids import sample_runs_with
 from relayflow.tracing.sdk import configure_tracing
 
 
-def _forget_the_provider() -> None:
+def forget_the_provider() -> None:
     # The API sets its global provider once per process; tests after this one must run
     # untraced, as a process without a provider does (what OpenTelemetry's own tests do).
     trace._TRACER_PROVIDER_SET_ONCE = Once()
@@ -41,14 +41,14 @@ def recording(sampler: Sampler | None = None) -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _forget_the_provider()
+    forget_the_provider()
     trace.set_tracer_provider(provider)
     assert configure_tracing() is provider
     try:
         yield exporter
     finally:
         provider.shutdown()
-        _forget_the_provider()
+        forget_the_provider()
 
 
 def by_name(finished: Any, name: str) -> list[ReadableSpan]:

@@ -38,7 +38,10 @@ def dev_stack() -> Iterator[DevProcess]:
 def test_the_run_page_links_the_runs_trace_to_the_viewer(page: Any, dev_stack: DevProcess) -> None:
     started = requests.post(
         f"{dev_stack.url}/api/runs",
-        json={"workflowId": "media.thumbnails", "input": {"gallery": "g-tr", "images": ["a"]}},
+        json={
+            "workflowId": "media.thumbnails",
+            "input": {"gallery": "g-tr", "images": ["a.jpg", "b.png"]},
+        },
         headers={**AUTH, "traceparent": f"00-{CALLER_TRACE}-b7ad6b7169203331-01"},
         timeout=30,
     )

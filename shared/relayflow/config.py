@@ -120,6 +120,14 @@ class Settings:
         'Drive Lambda that alarms and hand-offs invoke with `{"runId", "wakeAt"}` (the CDK '
         "construct names its `live` alias, so that they reach the version deployed last)",
     )
+    trace_viewer_url: str | None = setting(
+        "RELAYFLOW_TRACE_VIEWER_URL",
+        None,
+        text,
+        "Link to a run's trace in your trace viewer, `{traceId}` standing for its trace id "
+        "(`{xrayTraceId}`: in X-Ray's notation); the API's `traceUrl` and the dashboard's "
+        "trace link (unset: no link)",
+    )
     dlq_arn: str | None = setting(
         "RELAYFLOW_DLQ_ARN", None, text, "SQS queue for alarms Scheduler could not deliver"
     )

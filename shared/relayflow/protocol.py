@@ -372,6 +372,10 @@ class StepRequest(WireModel):
     #: (a Lambda qualifier); a host on another build answers ``version_unavailable`` unless
     #: the workflow is declared ``versioning="upgrade"``. None: any code may answer.
     code_version: CodeVersion | None = None
+    #: relayflow extension: the W3C ``traceparent`` of this invocation's span in the run's
+    #: trace (see docs/guides/tracing.md); hosts make each step attempt's span current while
+    #: its code runs.
+    traceparent: str | None = None
 
 
 class Waitpoint(WireModel):

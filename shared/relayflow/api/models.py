@@ -323,6 +323,16 @@ class RunView(ResponseModel):
         description="set while a pinned run waits for its code version to answer again "
         "(POST /api/runs/{id}/upgrade moves it to the current version)",
     )
+    trace_id: str | None = Field(
+        default=None,
+        description="the run's OpenTelemetry trace id (32 hex digits), the same across all "
+        "of its invocations",
+    )
+    trace_url: str | None = Field(
+        default=None,
+        description="the run's trace in the trace viewer RELAYFLOW_TRACE_VIEWER_URL names "
+        "(absent when it is unset)",
+    )
 
 
 class DeliveryView(ResponseModel):

@@ -346,6 +346,10 @@ def run_details(
     tags = pick(run, "tags", default=[])
     if tags:
         lines.append(f"tags      {', '.join(str(t) for t in tags)}")
+    trace_id = pick(run, "traceId")
+    if trace_id is not None:
+        trace_url = pick(run, "traceUrl")
+        lines.append(f"trace     {trace_id}" + (f"  {trace_url}" if trace_url else ""))
     lines.extend(version_lines(run))
     lines.extend(operations_lines(run))
     waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]

@@ -285,6 +285,9 @@ class RunRecord(RecordModel):
     version_wait: VersionWait | None = None
     #: The AWS work done for the run so far (see relayflow.costs; None before any counted).
     usage: RunUsage | None = None
+    #: The W3C ``traceparent`` of the caller whose trace the run continues (its trigger
+    #: request's); None: the run's trace is its own (see relayflow.tracing.ids).
+    trace_parent: str | None = None
 
     @property
     def redrive_count(self) -> int:

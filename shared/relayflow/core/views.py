@@ -38,6 +38,7 @@ from relayflow.protocol import (
     StreamChunk,
     Versioning,
 )
+from relayflow.tracing.ids import RunTrace
 
 #: The largest value (bytes of its JSON) one timeline entry carries; larger ones are left
 #: out with ``valueTruncated``.
@@ -141,6 +142,8 @@ class RunDetail(RunSummary):
     reruns: list[str] = Field(default_factory=list)
     #: Set when the run is pinned to code its function cannot reach again (``$LATEST``).
     version_warning: str | None = None
+    #: The run's OpenTelemetry trace id (32 hex digits; see docs/guides/tracing.md).
+    trace_id: str | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -343,6 +346,7 @@ def detail(
         redrives=list(record.redrives),
         reruns=list(record.reruns),
         version_warning=version_warning(record),
+        trace_id=RunTrace.of(record.id, record.trace_parent).trace_id_hex,
     )
     if entries is not None:
         view._timeline = entries

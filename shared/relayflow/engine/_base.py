@@ -26,6 +26,7 @@ from relayflow.ports import (
     Clock,
     DispatcherResolver,
     FlowObserver,
+    InvocationObserver,
     PendingDeliveries,
     RunObserver,
     RunStore,
@@ -168,6 +169,18 @@ class EngineBase:
                 continue
             try:
                 observer.on_flow(counter, run_id)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
+    def _invoked(self, record: RunRecord, started_at: int, outcome: str, failed: bool) -> None:
+        """Tell the observers that hear of invocations (``InvocationObserver``) that the one
+        ``record`` began, sent at ``started_at``, ended now with ``outcome``."""
+        ended_at = self.clock.now_ms()
+        for observer in self._observers:
+            if not isinstance(observer, InvocationObserver):
+                continue
+            try:
+                observer.on_invoked(record, started_at, ended_at, outcome, failed)
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 

@@ -148,6 +148,7 @@ class InvocationCycle(RunHolding):
                 failure = DispatchError(
                     f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
                 )
+        self._invoked(saved, sent.started_at, *_outcome_of(answer, failure, held.lost))
         if held.lost:
             # Another holder took the run (and fenced the host off): nothing here is saved.
             return None
@@ -232,6 +233,22 @@ class InvocationCycle(RunHolding):
                 return _Begun(saved, following.sent, following.limits)
             return self._look_again(saved, owner) if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
+
+
+def _outcome_of(
+    answer: tuple[int, Any] | None, failure: DispatchError | None, lost: bool
+) -> tuple[str, bool]:
+    """How an invocation ended, as its span tells it, and whether that is a failure."""
+    if lost:
+        return "lease_lost", True
+    if answer is None:
+        return ("unreachable" if failure is not None and failure.transient else "refused"), True
+    status, body = answer
+    # In process, hosts answer with the parsed response; over the wire, with its JSON.
+    outcome = body.get("status") if isinstance(body, dict) else getattr(body, "status", None)
+    if not isinstance(outcome, str):
+        outcome = f"http_{status}"
+    return outcome, status >= 400
 
 
 def _is_fenced(answer: tuple[int, Any]) -> bool:

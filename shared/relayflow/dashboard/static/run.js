@@ -20,6 +20,13 @@ function runLink(id) {
   return h("a", { href: "#/runs/" + encodeURIComponent(id), class: "mono" }, id);
 }
 
+// The run's trace id, linked to the trace viewer when the deployment names one.
+function traceFact(run) {
+  if (!run.traceId) return "—";
+  if (!run.traceUrl) return h("span", { class: "mono", dataset: { trace: run.traceId } }, run.traceId);
+  return h("a", { href: run.traceUrl, target: "_blank", rel: "noopener", class: "mono", dataset: { trace: run.traceId } }, run.traceId);
+}
+
 function parseJson(text) {
   if (!text.trim()) return { ok: true, value: null };
   try { return { ok: true, value: JSON.parse(text) }; } catch (error) { return { ok: false, message: error.message }; }
@@ -42,6 +49,7 @@ function facts(run) {
     row("Triggered by", trigger),
     row("Parent", run.parentRunId ? runLink(run.parentRunId) : "none"),
     row("Children", (run.children || []).length ? h("ul", {}, run.children.map((c) => h("li", {}, runLink(c)))) : "none"),
+    row("Trace", traceFact(run)),
     operationFacts(run));
 }
 

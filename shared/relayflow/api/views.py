@@ -109,6 +109,8 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "rerun_of": _dump(detail.rerun_of),
         "reruns": list(detail.reruns),
         **_version_fields(detail),
+        "usage": detail.usage,
+        "cost": detail.cost,
     }
 
 

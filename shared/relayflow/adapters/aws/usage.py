@@ -58,13 +58,14 @@ class AwsUsageRecorder:
         events.register("before-parameter-build", self._keep_params)
         events.register("after-call", self._after_call)
 
-    def _keep_params(self, params: Any, context: Any, **_: Any) -> None:
+    def _keep_params(self, params: Any, context: Any, **kwargs: Any) -> None:
         if isinstance(context, dict):
             context[_PARAMS] = dict(params)
 
-    def _after_call(self, event_name: str, parsed: Any, context: Any, **_: Any) -> None:
+    def _after_call(self, event_name: str, parsed: Any, context: Any, **kwargs: Any) -> None:
         _, service, operation = event_name.split(".", 2)
-        params: dict[str, Any] = context.get(_PARAMS, {}) if isinstance(context, dict) else {}
+        kept = context.get(_PARAMS) if isinstance(context, dict) else None
+        params: dict[str, Any] = kept if isinstance(kept, dict) else {}
         run_id = current_run() or self._checkpoint_run(service, params)
         answer = parsed if isinstance(parsed, dict) else {}
         failed = "Error" in answer

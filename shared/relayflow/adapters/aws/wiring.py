@@ -250,6 +250,7 @@ def build_aws_driver(
         payloads=payloads,
         deliveries=deliveries,
     )
+    driver.admin.prices = settings.price_table
     if settings.recurring_schedule_group:
         attach_schedules(
             driver,

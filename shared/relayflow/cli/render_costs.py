@@ -39,13 +39,16 @@ def cost_lines(run: Mapping[str, Any]) -> list[str]:
     usage = run.get("usage")
     lines: list[str] = []
     if isinstance(cost, Mapping) and isinstance(cost.get("total"), int | float):
-        parts = cost.get("parts") if isinstance(cost.get("parts"), Mapping) else {}
+        given = cost.get("parts")
+        parts: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         shown = ", ".join(
             f"{name} {dollars(float(value))}"
             for name, value in sorted(parts.items(), key=lambda item: -float(item[1]))
             if isinstance(value, int | float) and value > 0
         )
-        lines.append(f"cost      {dollars(float(cost['total']))}" + (f" ({shown})" if shown else ""))
+        lines.append(
+            f"cost      {dollars(float(cost['total']))}" + (f" ({shown})" if shown else "")
+        )
     if isinstance(usage, Mapping):
         counted = [
             f"{_number(usage[key])} {label}"

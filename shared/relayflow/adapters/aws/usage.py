@@ -7,8 +7,9 @@ carries. Nothing here writes: the counting rides on the saves that happen anyway
 
 What counts (docs/operations/costs.md): every DynamoDB request with its write units (index
 writes included) and read units, priced by ``billing``; S3 requests of the payload store and
-the bytes they move; each synchronous Lambda invocation (a step sent to a Lambda worker);
-each Scheduler alarm armed (billed when it fires); each SQS request. Checkpoint log items are
+the bytes they move; each Scheduler alarm armed (billed when it fires); each SQS request.
+(Invocations are counted where they are made: the engine counts its own, the Lambda
+dispatcher a worker's.) Checkpoint log items are
 counted for the run whose partition they are in, whichever thread writes them (a step host
 in the orchestrator's process writes them while its steps run).
 """
@@ -50,11 +51,12 @@ class AwsUsageRecorder:
         self._attached: set[int] = set()
 
     def attach(self, client: Any) -> None:
-        """Count the requests of ``client`` from now on (once per client)."""
-        if id(client) in self._attached:
+        """Count the requests of ``client`` from now on (once per client; a client that is not
+        botocore's, such as the local stack's in-process Lambda, is left alone)."""
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if events is None or id(client) in self._attached:
             return
         self._attached.add(id(client))
-        events = client.meta.events
         events.register("before-parameter-build", self._keep_params)
         events.register("after-call", self._after_call)
 
@@ -94,11 +96,6 @@ class AwsUsageRecorder:
             if operation in _S3_PUT_CLASS:
                 return RunUsage(s3_puts=1, s3_bytes=moved)
             return RunUsage(s3_gets=1, s3_bytes=moved)
-        if service == "lambda" and operation == "Invoke":
-            # An asynchronous invocation is the drive function's: it counts itself there.
-            if params.get("InvocationType", "RequestResponse") == "RequestResponse":
-                return RunUsage(worker_invocations=1)
-            return None
         if service == "scheduler" and operation == "CreateSchedule" and not failed:
             return RunUsage(scheduler_invocations=1)
         if service == "sqs":

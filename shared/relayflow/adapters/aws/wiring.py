@@ -73,6 +73,7 @@ def build_dispatcher(
             secret=settings.signing_secret,
             mode=settings.signing_mode,
             retry=retry,
+            usage=clients.usage,
         )
     if target.kind == "http":
         return HttpDispatcher(

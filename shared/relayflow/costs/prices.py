@@ -36,6 +36,9 @@ class PriceTable(BaseModel):
     #: functions per durable operation.
     step_functions_transition: float = Field(default=25.0 / 1e6, ge=0)
     durable_operation: float = Field(default=8.0 / 1e6, ge=0)
+    #: API Gateway HTTP API, per request (the first 300 million a month): what an HTTP step
+    #: host's checkpoint through the API costs on top (not part of a run's usage).
+    api_gateway_request: float = Field(default=1.00 / 1e6, ge=0)
 
 
 def parse_price_table(text: str, *, where: str) -> PriceTable:

@@ -19,7 +19,9 @@ from relayflow.errors import ValidationError as RelayflowValidationError
 class PriceTable(BaseModel):
     """Dollars per billing unit (camelCase when serialised)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
 
     dynamodb_write_unit: float = Field(default=0.625 / 1e6, ge=0)
     dynamodb_read_unit: float = Field(default=0.125 / 1e6, ge=0)

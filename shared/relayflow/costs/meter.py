@@ -13,12 +13,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
 from relayflow.costs.usage import RunUsage
 
 _WORKING_ON: ContextVar[str | None] = ContextVar("relayflow_working_on", default=None)
+#: Runs whose usage a meter holds at most; the least recently counted is dropped beyond (a
+#: process that stops working on a run before its next save holds it until then).
+MAX_RUNS = 4096
 
 
 def current_run() -> str | None:
@@ -34,12 +38,16 @@ class UsageMeter:
 
     Args:
         monotonic_ms: Elapsed-time source in milliseconds (``time.monotonic`` by default).
+        max_runs: Runs held at most (the least recently counted dropped first).
     """
 
-    def __init__(self, monotonic_ms: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self, monotonic_ms: Callable[[], float] | None = None, *, max_runs: int = MAX_RUNS
+    ) -> None:
         self._now = monotonic_ms or (lambda: time.monotonic() * 1000)
         self._lock = threading.Lock()
-        self._pending: dict[str, RunUsage] = {}
+        self._max_runs = max_runs
+        self._pending: OrderedDict[str, RunUsage] = OrderedDict()
         #: When the time not yet taken started, per run being worked on (and how many
         #: nested scopes are open on it).
         self._busy_since: dict[str, tuple[float, int]] = {}
@@ -47,8 +55,13 @@ class UsageMeter:
     def add(self, run_id: str, usage: RunUsage) -> None:
         """Count ``usage`` for ``run_id`` (carried by the run's next save)."""
         with self._lock:
-            held = self._pending.get(run_id)
-            self._pending[run_id] = usage if held is None else held.plus(usage)
+            self._hold(run_id, usage)
+
+    def _hold(self, run_id: str, usage: RunUsage) -> None:
+        held = self._pending.pop(run_id, None)
+        self._pending[run_id] = usage if held is None else held.plus(usage)
+        while len(self._pending) > self._max_runs:
+            self._pending.popitem(last=False)
 
     def add_current(self, usage: RunUsage) -> None:
         """Count ``usage`` for the run being worked on (nothing outside any)."""
@@ -74,8 +87,10 @@ class UsageMeter:
             return self._pending.get(run_id, RunUsage())
 
     def drop(self, run_id: str) -> RunUsage:
-        """Forget what is pending for a run no save will carry any more; returns it."""
+        """Forget what is pending for a run no save will carry any more (and the time of
+        the work on it in progress); returns what was pending."""
         with self._lock:
+            self._busy_since.pop(run_id, None)
             return self._pending.pop(run_id, RunUsage())
 
     @contextlib.contextmanager
@@ -96,13 +111,16 @@ class UsageMeter:
             yield
         finally:
             _WORKING_ON.reset(token)
-            with self._lock:
-                since, depth = self._busy_since[run_id]
-                if depth > 1:
-                    self._busy_since[run_id] = (since, depth - 1)
-                else:
-                    del self._busy_since[run_id]
-                    elapsed = int(self._now() - since)
-                    held = self._pending.get(run_id)
-                    spent = RunUsage(orchestrator_ms=elapsed)
-                    self._pending[run_id] = spent if held is None else held.plus(spent)
+            self._stop_working(run_id)
+
+    def _stop_working(self, run_id: str) -> None:
+        with self._lock:
+            busy = self._busy_since.get(run_id)
+            if busy is None:
+                return  # dropped meanwhile: the run's time is no longer counted
+            since, depth = busy
+            if depth > 1:
+                self._busy_since[run_id] = (since, depth - 1)
+            else:
+                del self._busy_since[run_id]
+                self._hold(run_id, RunUsage(orchestrator_ms=int(self._now() - since)))

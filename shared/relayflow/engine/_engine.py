@@ -57,7 +57,11 @@ class Engine(RunOperations, InvocationCycle):
             untouched and not driven.
         """
         with self.usage.working_on(spec.run_id, invocation=True):
-            return self._trigger(spec, drive=drive)
+            stored, created = self._trigger(spec, drive=drive)
+        if stored.id != spec.run_id:
+            # A debounced trigger joined another run's burst: its work is that run's.
+            self.usage.add(stored.id, self.usage.drop(spec.run_id))
+        return stored, created
 
     def _trigger(self, spec: TriggerSpec, *, drive: bool) -> tuple[RunRecord, bool]:
         if spec.timeout_ms is None and self._workflow_timeout is not None:

@@ -107,3 +107,16 @@ def test_cost_prices_each_service_at_the_table() -> None:
         "s3": 7,
     }
     assert cost.total == sum(cost.parts.values())
+
+
+def test_a_dropped_run_holds_nothing_and_the_meter_holds_a_bounded_number_of_runs() -> None:
+    meter = UsageMeter(Ticks(), max_runs=2)
+    with meter.working_on("ended"):
+        meter.add_current(RunUsage(dynamodb_requests=1))
+        assert meter.drop("ended").dynamodb_requests == 1
+    assert meter.pending("ended").is_empty
+
+    for run_id in ("a", "b", "c"):
+        meter.add(run_id, RunUsage(sqs_requests=1))
+    assert meter.pending("a").is_empty  # the least recently counted went first
+    assert meter.pending("c").sqs_requests == 1

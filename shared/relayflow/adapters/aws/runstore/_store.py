@@ -349,6 +349,10 @@ class DynamoDBRunStore:
                     f"not {expected_version}"
                 ) from None
         self._keep(record.id, new_state)
+        if saved.is_terminal and self._usage is not None:
+            # The final save's own work is never recorded: nothing is held for a run that
+            # ended (a redrive starts counting again).
+            self._usage.drop(record.id)
         return saved
 
     @contextlib.contextmanager

@@ -113,6 +113,8 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         **_version_fields(detail),
         "trace_id": detail.trace_id,
         "trace_url": trace_url(current_settings().trace_viewer_url, detail.trace_id),
+        "usage": detail.usage,
+        "cost": detail.cost,
     }
 
 

@@ -42,6 +42,22 @@ class RunUsage(BaseModel):
         fields = type(self).model_fields
         return RunUsage(**{name: getattr(self, name) + getattr(other, name) for name in fields})
 
+    def packed(self) -> list[int | float]:
+        """The counts in field order, trailing zeros left out: the compact form a run's stored
+        record keeps (it rides in the run's header item, whose size is billed)."""
+        values: list[int | float] = [
+            int(v) if float(v).is_integer() else float(v)
+            for v in (getattr(self, name) for name in type(self).model_fields)
+        ]
+        while values and not values[-1]:
+            values.pop()
+        return values
+
+    @classmethod
+    def unpacked(cls, values: list[int | float]) -> RunUsage:
+        """The usage :meth:`packed` gave (fields added since read as zero)."""
+        return cls(**dict(zip(cls.model_fields, values, strict=False)))
+
     @property
     def is_empty(self) -> bool:
         """True when nothing was counted."""

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from relayflow.core.record import RunRecord
 from relayflow.core.settings import CoreSettings
+from relayflow.costs.meter import UsageMeter
 from relayflow.errors import RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, Debouncer
@@ -93,6 +94,8 @@ class EngineBase:
             ``debounce`` is refused.
         audit: Where operator actions are recorded across runs (each run keeps its own).
         workflow_pauses: The paused workflows; without them a workflow cannot be paused.
+        usage: Where the AWS work done for each run is counted until a save carries it
+            (the run store's adapters report into the same meter; see ``relayflow.costs``).
     """
 
     def __init__(
@@ -113,8 +116,10 @@ class EngineBase:
         debouncer: Debouncer | None = None,
         audit: AuditLog | None = None,
         workflow_pauses: WorkflowPauses | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.runs = runs
+        self.usage = usage or UsageMeter()
         self.audit = audit
         self.workflow_pauses = workflow_pauses
         self.slots = slots

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import attributes, compression, tables
+from relayflow.adapters.aws.attributes import write_units
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.clock import SystemClock
+from relayflow.costs.meter import UsageMeter
+from relayflow.costs.usage import RunUsage
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
 from relayflow.protocol import CheckpointEntry
@@ -54,6 +57,10 @@ class DynamoDBCheckpointLog:
         clock: Time of the entries' TTL.
         ttl_days: Days an entry is kept after it was written.
         inline_limit: Largest entry JSON kept in the item itself.
+        usage: Counts what each entry written cost, per run, for the host's answer to carry
+            (``take_usage``): a step host in a process of its own reports its checkpoint
+            writes this way. Leave it unset in the orchestrator's process, whose clients
+            count every request already.
     """
 
     def __init__(
@@ -65,8 +72,10 @@ class DynamoDBCheckpointLog:
         clock: Clock | None = None,
         ttl_days: int = DEFAULT_TTL_DAYS,
         inline_limit: int = INLINE_LIMIT,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.table_name = table_name
+        self._usage = usage
         self._client_factory = client_factory
         self._client: DynamoDBClient | None = None
         self._payloads = payload_store
@@ -95,6 +104,14 @@ class DynamoDBCheckpointLog:
         action = f"writing checkpoint {entry.seq} of run {run_id}"
         try:
             item = self._item(run_id, entry)
+            # A new item (the slot is written once), with no index key: its own size prices
+            # it, whether the write lands or its condition fails.
+            self._count(
+                run_id,
+                RunUsage(
+                    dynamodb_requests=1, dynamodb_write_units=write_units(item, transactional=False)
+                ),
+            )
             self._db().put_item(
                 TableName=self.table_name,
                 Item=item,
@@ -115,6 +132,15 @@ class DynamoDBCheckpointLog:
             raise CheckpointSlotTakenError(
                 f"checkpoint slot {entry.seq} of run {run_id} is taken", taken=taken
             ) from None
+
+    def take_usage(self, run_id: str) -> RunUsage | None:
+        """What this log's writes for ``run_id`` cost since the last take (None when it
+        counts nothing)."""
+        return None if self._usage is None else self._usage.drop(run_id)
+
+    def _count(self, run_id: str, usage: RunUsage) -> None:
+        if self._usage is not None:
+            self._usage.add(run_id, usage)
 
     def read(self, run_id: str, after_seq: int) -> list[CheckpointEntry]:
         """The entries after ``after_seq`` up to the first free slot (one ``Query`` per MB)."""
@@ -169,6 +195,7 @@ class DynamoDBCheckpointLog:
                     "for a DynamoDB item; configure a payload store"
                 )
             item["ref"] = attributes.s(self._payloads.put(body))
+            self._count(run_id, RunUsage(s3_puts=1, s3_bytes=len(body)))
         else:
             item["e"] = attributes.s(body.decode("utf-8"))
         return item

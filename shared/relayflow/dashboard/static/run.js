@@ -4,6 +4,7 @@
 // live until the run ends.
 
 import { api, ApiError, runPath } from "./api.js";
+import { costFacts } from "./costs.js";
 import { h, replace, toast } from "./dom.js";
 import { formatDuration, formatTime, timeCell } from "./format.js";
 import { ganttChart, legend, timelineTable, waitKind } from "./gantt.js";
@@ -50,7 +51,8 @@ function facts(run) {
     row("Parent", run.parentRunId ? runLink(run.parentRunId) : "none"),
     row("Children", (run.children || []).length ? h("ul", {}, run.children.map((c) => h("li", {}, runLink(c)))) : "none"),
     row("Trace", traceFact(run)),
-    operationFacts(run));
+    operationFacts(run),
+    costFacts(run));
 }
 
 function section(title, ...content) {

@@ -76,6 +76,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_VERSION_RETRY_MAX: "10m",
         config.ENV_GROUP_CHECKPOINTS: "false",
         config.ENV_PRICE_TABLE: '{"dynamodbWriteUnit": 0.000001}',
+        "RELAYFLOW_TRACE_VIEWER_URL": "https://traces.example/{traceId}",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -109,6 +110,7 @@ def test_every_variable_is_read() -> None:
     assert settings.group_checkpoints is False
     assert settings.price_table is not None
     assert settings.price_table.dynamodb_write_unit == 0.000001
+    assert settings.trace_viewer_url == "https://traces.example/{traceId}"
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,

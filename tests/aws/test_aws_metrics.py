@@ -11,6 +11,7 @@ import pytest
 
 from relayflow import RetryPolicy
 from relayflow.api import metrics as m
+from relayflow.config import Settings
 from relayflow.drive.handlers import make_drive_handler
 from relayflow.sdk.registry import workflow
 from tests.api.apigw import FakeLambdaContext
@@ -53,7 +54,9 @@ def test_a_drive_on_aws_prints_per_workflow_metrics_as_emf(
 ) -> None:
     calls.clear()
     env = moto_driver(workflows=[retried_then_sleeps])
-    drive = make_drive_handler(lambda: env.driver)
+    drive = make_drive_handler(
+        lambda: env.driver, settings=lambda: Settings(deployment_name="prod")
+    )
     run = env.trigger("metrics.on_aws", {})
     assert run.status == "waiting", "the first attempt failed and waits for its retry"
     capsys.readouterr()
@@ -71,8 +74,10 @@ def test_a_drive_on_aws_prints_per_workflow_metrics_as_emf(
     for doc in per_workflow:
         (directive,) = doc["_aws"]["CloudWatchMetrics"]
         assert directive["Namespace"] == m.NAMESPACE
-        assert [sorted(names) for names in directive["Dimensions"]] == [["service", "workflow"]]
-        assert doc["service"] == "relayflow-drive"
+        assert [sorted(names) for names in directive["Dimensions"]] == [
+            [m.ENVIRONMENT_DIMENSION, "service", m.WORKFLOW_DIMENSION]
+        ]
+        assert (doc["service"], doc[m.ENVIRONMENT_DIMENSION]) == ("relayflow-drive", "prod")
         assert "runId" not in doc and run.id not in json.dumps(directive)
     values = _values(per_workflow)
     assert values[m.STEPS_ATTEMPTS] == [1], "the second attempt, driven by the retry's alarm"

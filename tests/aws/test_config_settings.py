@@ -72,6 +72,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_VERSION_RETENTION_DAYS: "3",
         config.ENV_VERSION_RETRY_MAX: "10m",
         config.ENV_GROUP_CHECKPOINTS: "false",
+        config.ENV_DEPLOYMENT_NAME: "prod",
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -103,6 +104,7 @@ def test_every_variable_is_read() -> None:
     assert settings.http_checkpoint_url == "https://api.example"
     assert settings.require_per_step_durability is True
     assert settings.group_checkpoints is False
+    assert settings.deployment_name == "prod"
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,

@@ -9,6 +9,7 @@ from aws_cdk.assertions import Template
 from infra_asserts import resources
 
 from relayflow.api import metrics as m
+from relayflow.cdk.dashboard import WORKFLOW_SCHEMA
 
 
 def _body(template: Template) -> dict[str, Any]:
@@ -53,8 +54,8 @@ def test_the_dashboard_graphs_every_emitted_metric_per_workflow(sample_template:
         e for exprs in _titles_and_searches(_body(sample_template)).values() for e in exprs
     ]
     searches = [e for e in expressions if e.startswith("SEARCH(")]
-    schema = "{" + f"{m.NAMESPACE},service,{m.WORKFLOW_DIMENSION}" + "}"
-    assert all(search.startswith(f"SEARCH('{schema} MetricName=") for search in searches)
+    scoped = f'SEARCH(\'{WORKFLOW_SCHEMA} {m.ENVIRONMENT_DIMENSION}="dev" MetricName='
+    assert searches and all(search.startswith(scoped) for search in searches)
     graphed = {search.split('MetricName="')[1].split('"')[0] for search in searches}
     assert graphed == ON_CALL
     assert set(m.WORKFLOW_GAUGES) <= graphed

@@ -45,12 +45,15 @@ EVENTS_REJECTED = "events.rejected"
 ALARMS_FIRED = "alarms.fired"
 #: The dimension naming the workflow of the runs a metric counts.
 WORKFLOW_DIMENSION = "workflow"
+#: The dimension naming the deployment (``RELAYFLOW_DEPLOYMENT_NAME``), on every metric.
+ENVIRONMENT_DIMENSION = "environment"
 
 __all__ = [
     "ALARMS_FIRED",
     "ALARMS_LATENESS",
     "COUNTERS",
     "DEPLOYMENT_COUNTERS",
+    "ENVIRONMENT_DIMENSION",
     "EVENTS_MATCHED",
     "EVENTS_RECEIVED",
     "EVENTS_REJECTED",
@@ -122,9 +125,18 @@ class EmfMetrics:
     """Counters and gauges written as CloudWatch Embedded Metric Format lines on stdout: one
     line for those of no workflow, one per workflow (with the ``workflow`` dimension)."""
 
-    def __init__(self, *, service: str = "relayflow-api", namespace: str = NAMESPACE) -> None:
-        """Create the sink for ``service`` (the ``service`` dimension) in ``namespace``."""
+    def __init__(
+        self,
+        *,
+        service: str = "relayflow-api",
+        namespace: str = NAMESPACE,
+        environment: str | None = None,
+    ) -> None:
+        """Create the sink for ``service`` (the ``service`` dimension) in ``namespace``, of
+        deployment ``environment`` (the ``environment`` dimension, when given)."""
         self._metrics = Metrics(namespace=namespace, service=service)
+        if environment is not None:
+            self._metrics.set_default_dimensions(**{ENVIRONMENT_DIMENSION: environment})
         self._counts: Counter[tuple[str | None, str]] = Counter()
         self._values: dict[tuple[str | None, str, Unit], list[float]] = defaultdict(list)
 

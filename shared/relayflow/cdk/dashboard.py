@@ -7,6 +7,7 @@ functions emit them with, so the graphs always name what is emitted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from aws_cdk import Duration
@@ -18,12 +19,14 @@ from constructs import Construct
 
 from relayflow.api import metrics as m
 
-__all__ = ["RelayflowDashboard"]
+__all__ = ["WORKFLOW_SCHEMA", "RelayflowDashboard"]
 
 _PERIOD = Duration.minutes(5)
 _WIDTH = 12
 #: Every workflow's line of a metric: the functions emit it with these dimensions.
-_WORKFLOW_DIMENSIONS = "{" + f"{m.NAMESPACE},service,{m.WORKFLOW_DIMENSION}" + "}"
+WORKFLOW_SCHEMA = (
+    "{" + f"{m.NAMESPACE},{m.ENVIRONMENT_DIMENSION},service,{m.WORKFLOW_DIMENSION}" + "}"
+)
 
 
 class RelayflowDashboard(Construct):
@@ -49,20 +52,21 @@ class RelayflowDashboard(Construct):
             dashboard_name=f"relayflow-{environment_name}",
             default_interval=Duration.hours(3),
         )
+        per_workflow = functools.partial(_per_workflow, environment_name)
         self.dashboard.add_widgets(
-            _per_workflow("Runs started", m.RUNS_STARTED, "Sum"),
-            _per_workflow("Runs completed", m.RUNS_COMPLETED, "Sum"),
+            per_workflow("Runs started", m.RUNS_STARTED, "Sum"),
+            per_workflow("Runs completed", m.RUNS_COMPLETED, "Sum"),
         )
         self.dashboard.add_widgets(
-            _per_workflow("Runs failed", m.RUNS_FAILED, "Sum"),
-            _per_workflow("Step attempts", m.STEPS_ATTEMPTS, "Sum"),
+            per_workflow("Runs failed", m.RUNS_FAILED, "Sum"),
+            per_workflow("Step attempts", m.STEPS_ATTEMPTS, "Sum"),
         )
         self.dashboard.add_widgets(
-            _per_workflow("Step attempts retried", m.STEPS_RETRIED, "Sum"),
-            _per_workflow("Queue depth (deepest place taken)", m.QUEUE_DEPTH, "Maximum"),
+            per_workflow("Step attempts retried", m.STEPS_RETRIED, "Sum"),
+            per_workflow("Queue depth (deepest place taken)", m.QUEUE_DEPTH, "Maximum"),
         )
         self.dashboard.add_widgets(
-            _per_workflow("Alarm lateness p99 (ms)", m.ALARMS_LATENESS, "p99"),
+            per_workflow("Alarm lateness p99 (ms)", m.ALARMS_LATENESS, "p99"),
             _graph(
                 "Lambda errors",
                 [f.metric_errors(period=_PERIOD, statistic="Sum") for f in functions.values()],
@@ -95,12 +99,15 @@ class RelayflowDashboard(Construct):
         )
 
 
-def _per_workflow(title: str, name: str, statistic: str) -> cloudwatch.GraphWidget:
-    """A line per workflow of relayflow metric ``name`` (every function's emission summed by
-    the search: the service dimension tells api, drive and sweeper apart)."""
+def _per_workflow(
+    environment: str, title: str, name: str, statistic: str
+) -> cloudwatch.GraphWidget:
+    """A line per workflow and function of relayflow metric ``name`` in deployment
+    ``environment`` (the service dimension tells api, drive and sweeper apart)."""
     search = cloudwatch.MathExpression(
         expression=(
-            f"SEARCH('{_WORKFLOW_DIMENSIONS} MetricName=\"{name}\"', "
+            f'SEARCH(\'{WORKFLOW_SCHEMA} {m.ENVIRONMENT_DIMENSION}="{environment}" '
+            f'MetricName="{name}"\', '
             f"'{statistic}', {_PERIOD.to_seconds()})"
         ),
         label="",

@@ -222,6 +222,7 @@ class RelayflowOrchestrator(Construct):
             config.ENV_ALARM_QUEUE_URL: self.timers.alarm_queue.queue_url,
             config.ENV_RECURRING_SCHEDULE_GROUP: self.timers.schedule_group_name,
             config.ENV_RETENTION_DAYS: str(self.props.run_retention_days),
+            config.ENV_DEPLOYMENT_NAME: self.props.environment_name,
         }
         env.update(self._dispatch_environment())
         return env

@@ -12,7 +12,7 @@ import pytest
 from relayflow import RetryPolicy
 from relayflow.api import metrics as m
 from relayflow.config import Settings
-from relayflow.drive.handlers import make_drive_handler
+from relayflow.drive.handlers import make_drive_handler, make_sweeper_handler
 from relayflow.sdk.registry import workflow
 from tests.api.apigw import FakeLambdaContext
 from tests.aws.moto_driver import moto_driver
@@ -111,3 +111,34 @@ def _units(documents: list[dict[str, Any]]) -> dict[str, str]:
 
 def _flat(value: Any) -> list[float]:
     return [float(v) for v in value] if isinstance(value, list) else [float(value)]
+
+
+@workflow(id="metrics.sleeper")
+def sleeps(data: Any, ctx: Any) -> str:
+    ctx.sleep("1m")
+    return "woke"
+
+
+def test_the_sweeper_measures_how_late_it_drove_a_run_whose_alarm_was_missed(
+    on_moto: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = moto_driver(workflows=[sleeps])
+    sweep = make_sweeper_handler(
+        lambda: env.driver, settings=lambda: Settings(deployment_name="prod")
+    )
+    run = env.trigger("metrics.sleeper", {})
+    wake_at = env.alarms.armed(run.id)
+    assert wake_at is not None
+    missed_by_ms = 90_000
+    env.clock.set(wake_at + missed_by_ms)  # its alarm never fired; the sweeper finds it
+    capsys.readouterr()
+
+    assert sweep({}, FakeLambdaContext())["swept"] == [run.id]
+
+    assert env.get_run(run.id).status == "completed"
+    documents = emf_lines(capsys.readouterr().out)
+    per_workflow = [doc for doc in documents if doc.get(m.WORKFLOW_DIMENSION) == "metrics.sleeper"]
+    assert {doc["service"] for doc in per_workflow} == {"relayflow-sweeper"}
+    values = _values(per_workflow)
+    assert values[m.ALARMS_LATENESS] == [missed_by_ms]
+    assert values[m.RUNS_COMPLETED] == [1]

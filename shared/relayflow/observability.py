@@ -132,14 +132,20 @@ def _rate_waits(record: RunRecord) -> set[str]:
 
 
 def _started(before: RunRecord | None, after: RunRecord) -> bool:
-    """Whether this save is the run's start: its first save, or its first out of ``delayed``
-    or ``queued``, in a status other than those. A run can start and end in one save (its
-    start is written with the drive's first save), except one cancelled before it ran."""
-    if before is not None and before.status not in NOT_STARTED:
+    """Whether this save is the run's start: its first save, or its first out of ``delayed``,
+    ``queued`` or a pause taken before it started, in a status other than those. A run can
+    start and end in one save (its start is written with the drive's first save), except one
+    cancelled before it ran."""
+    if before is not None and not _not_started(before):
         return False
-    if after.status in NOT_STARTED:
-        return False
-    return after.status != "cancelled"
+    return not _not_started(after) and after.status != "cancelled"
+
+
+def _not_started(record: RunRecord) -> bool:
+    """Held back before its start: by flow control, or paused with its workflow."""
+    if record.status == "paused":
+        return record.pause is not None and record.pause.resume_to == "start"
+    return record.status in NOT_STARTED
 
 
 def _attempts(record: RunRecord) -> int:

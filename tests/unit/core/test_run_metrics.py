@@ -162,3 +162,25 @@ def test_debounced_triggers_and_the_delayed_burst_run_are_counted() -> None:
     assert (counts.counts[FLOW_DEBOUNCED], counts.counts[FLOW_DELAYED]) == (2, 1)
     assert counts.counts[RUNS_COMPLETED] == 1
     assert counts.counts[RUNS_STARTED] == 1
+
+
+def test_a_run_held_by_its_paused_workflow_starts_when_resumed() -> None:
+    from relayflow.core.record import PauseState, RunRecord
+
+    counts = Counts()
+    metrics = RunMetrics(counts)
+    held = RunRecord.model_validate(
+        {"id": "r1", "workflowId": "w", "status": "paused", "startedAt": 0}
+    ).model_copy(update={"pause": PauseState(at=0, by="ops", resume_to="start")})
+    metrics.on_saved(None, held)
+    assert counts.counts[RUNS_STARTED] == 0
+
+    resumed = held.model_copy(update={"status": "running", "pause": None})
+    metrics.on_saved(held, resumed)
+    paused_mid_run = resumed.model_copy(
+        update={"status": "paused", "pause": PauseState(at=1, by="ops", resume_to="running")}
+    )
+    metrics.on_saved(resumed, paused_mid_run)
+    metrics.on_saved(paused_mid_run, resumed)
+
+    assert counts.by_workflow[(RUNS_STARTED, "w")] == 1

@@ -9,6 +9,7 @@ CDK construct's dashboard graphs.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
 from typing import Protocol
 
@@ -135,6 +136,8 @@ class EmfMetrics:
         """Create the sink for ``service`` (the ``service`` dimension) in ``namespace``, of
         deployment ``environment`` (the ``environment`` dimension, when given)."""
         self._metrics = Metrics(namespace=namespace, service=service)
+        # Lease renewals report saves from their own thread while a request counts.
+        self._lock = threading.Lock()
         if environment is not None:
             self._metrics.set_default_dimensions(**{ENVIRONMENT_DIMENSION: environment})
         self._counts: Counter[tuple[str | None, str]] = Counter()
@@ -143,16 +146,19 @@ class EmfMetrics:
     def count(self, name: str, value: int = 1, *, workflow: str | None = None) -> None:
         """Add ``value`` to counter ``name`` (of ``workflow``'s runs when given)."""
         if value > 0:
-            self._counts[(workflow, name)] += value
+            with self._lock:
+                self._counts[(workflow, name)] += value
 
     def measure(self, name: str, value: float, *, unit: Unit, workflow: str | None = None) -> None:
         """Record one value of gauge ``name`` (of ``workflow``'s runs when given)."""
-        self._values[(workflow, name, unit)].append(value)
+        with self._lock:
+            self._values[(workflow, name, unit)].append(value)
 
     def flush(self) -> None:
         """Write what this request counted and measured (nothing when it did neither)."""
-        counts, self._counts = self._counts, Counter()
-        values, self._values = self._values, defaultdict(list)
+        with self._lock:
+            counts, self._counts = self._counts, Counter()
+            values, self._values = self._values, defaultdict(list)
         workflows = {workflow for workflow, _ in counts} | {key[0] for key in values}
         for workflow in sorted(workflows, key=lambda name: name or ""):
             if workflow is not None:

@@ -48,6 +48,8 @@ class RunQuery:
     started_before: int | None = None
     #: The build (``CodeVersion.build``) the run is on.
     code_version: str | None = None
+    #: Only the children of this run (those it started with ``ctx.invoke``).
+    parent_run_id: str | None = None
     limit: int = 100
     cursor: str | None = None
 

@@ -116,6 +116,7 @@ def test_a_steps_output_and_error_open_from_its_bar_and_its_row(
 
     detail.locator(".step-value").wait_for()
     assert detail.locator("h2").inner_text() == "Step charge-card #3"
+    assert detail.locator(".step-facts").inner_text().startswith("Attempt 3: returned, ")
     charged = {"chargeId": "ch-o-oncall", "amount": 42, "attempts": 3}
     assert json.loads(detail.locator(".step-value").inner_text()) == charged
     assert detail.locator(".step-value").inner_text() == json.dumps(charged, indent=2)
@@ -125,6 +126,7 @@ def test_a_steps_output_and_error_open_from_its_bar_and_its_row(
     bar(page, "charge-card", 1).focus()
     page.keyboard.press("Enter")
     detail.locator("h2", has_text="Step charge-card #1").wait_for()
+    assert detail.locator(".step-facts").inner_text().startswith("Attempt 1: failed, ")
     error = detail.locator(".error-panel")
     assert error.locator(".error-type").inner_text() == (
         "PaymentGatewayUnavailable: payment gateway unavailable (attempt 1)"

@@ -67,9 +67,12 @@ function outputSection(runId, entry, signal) {
   return box;
 }
 
+const OUTCOMES = { ok: "returned", err: "failed", retrying: "failed, to be retried", started: "running" };
+
 function body(runId, entry, signal) {
   const span = entry.endedAt != null ? formatDuration(entry.endedAt - entry.startedAt) : "still running";
-  const facts = h("p", { class: "muted" }, `Attempt ${entry.attempt ?? 1}: ${entry.outcome}, ${span}, from ${formatTime(entry.startedAt)}`,
+  const outcome = OUTCOMES[entry.outcome] || entry.outcome;
+  const facts = h("p", { class: "muted step-facts" }, `Attempt ${entry.attempt ?? 1}: ${outcome}, ${span}, from ${formatTime(entry.startedAt)}`,
     entry.redrive != null ? ` (taken out by redrive ${entry.redrive})` : "");
   if (entry.error) return [facts, h("h3", {}, "Error"), errorPanel(entry.error)];
   if (entry.outcome === "ok") return [facts, h("h3", {}, "Output"), outputSection(runId, entry, signal)];

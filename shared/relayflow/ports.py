@@ -304,6 +304,16 @@ class FlowObserver(Protocol):
     def on_flow(self, counter: str, run_id: str) -> None: ...
 
 
+@runtime_checkable
+class InvocationObserver(Protocol):
+    """A run observer that also hears of each invocation of a run's step host once it
+    ended (traces: the saves show its answer, not when it was sent)."""
+
+    def on_invoked(
+        self, record: RunRecord, started_at: int, ended_at: int, outcome: str, failed: bool
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class DeliveryEntry:
     """What a delivery log holds for one ``(scope, key)``.

@@ -26,6 +26,7 @@ from relayflow.core.timeline import timeline as timeline
 
 # Re-exported: the timeline's entries were built here before they had a module of their own.
 from relayflow.core.versions import version_warning
+from relayflow.costs import PriceTable, RunCost, RunUsage, cost_of
 from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
@@ -38,6 +39,7 @@ from relayflow.protocol import (
     StreamChunk,
     Versioning,
 )
+from relayflow.tracing.ids import RunTrace
 
 #: The largest value (bytes of its JSON) one timeline entry carries; larger ones are left
 #: out with ``valueTruncated``.
@@ -142,6 +144,12 @@ class RunDetail(RunSummary):
     reruns: list[str] = Field(default_factory=list)
     #: Set when the run is pinned to code its function cannot reach again (``$LATEST``).
     version_warning: str | None = None
+    #: The run's OpenTelemetry trace id (32 hex digits; see docs/guides/tracing.md).
+    trace_id: str | None = None
+    #: The AWS work recorded for the run in billing units, and what it cost at the
+    #: deployment's price table (None before any was recorded; see docs/operations/costs.md).
+    usage: RunUsage | None = None
+    cost: RunCost | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -314,11 +322,13 @@ def detail(
     record: RunRecord,
     entries: list[TimelineEntry] | None = None,
     occupancy: KeyOccupancy | None = None,
+    prices: PriceTable | None = None,
 ) -> RunDetail:
     """The detail view of ``record``; its timeline is ``entries`` when already built, else
     built from ``record`` when first read (the record must not change meanwhile: a saved
     record never does, transitions change copies). ``occupancy`` is a queued run's key
-    occupancy, for its status line."""
+    occupancy, for its status line; its cost is priced at ``prices`` (list prices when
+    None)."""
     ended = record.completed_at
     view = RunDetail(
         **summary(record).model_dump(),
@@ -344,6 +354,9 @@ def detail(
         redrives=list(record.redrives),
         reruns=list(record.reruns),
         version_warning=version_warning(record),
+        trace_id=RunTrace.of(record.id, record.trace_parent).trace_id_hex,
+        usage=record.usage,
+        cost=cost_of(record.usage, prices) if record.usage is not None else None,
     )
     if entries is not None:
         view._timeline = entries

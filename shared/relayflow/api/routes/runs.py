@@ -50,6 +50,7 @@ from relayflow.core.views import (
 from relayflow.drivers import DeliveryResult, replay_answer
 from relayflow.errors import ValidationError
 from relayflow.run_history import RunHistory
+from relayflow.tracing.context import continuing
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
 INTERRUPTED = (
@@ -135,7 +136,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         if key is not None and body.idempotency_key is None and body.run_id is None:
             # A retry after a lost answer must find the run the first attempt started.
             body = body.model_copy(update={"idempotency_key": key})
-        with scope():
+        with scope(), continuing(router.current_event.headers):
             run, created, interrupted = backend.trigger(body, hand_off=ctx.hand_off)
         observe(run)
         if created:

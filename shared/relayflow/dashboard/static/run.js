@@ -4,6 +4,7 @@
 // live until the run ends.
 
 import { api, ApiError, runPath } from "./api.js";
+import { costFacts } from "./costs.js";
 import { h, replace, toast } from "./dom.js";
 import { formatDuration, formatTime, timeCell } from "./format.js";
 import { ganttChart, legend, timelineTable, waitKind } from "./gantt.js";
@@ -19,6 +20,13 @@ const STREAM_WAIT_MS = 15000;
 
 function runLink(id) {
   return h("a", { href: "#/runs/" + encodeURIComponent(id), class: "mono" }, id);
+}
+
+// The run's trace id, linked to the trace viewer when the deployment names one.
+function traceFact(run) {
+  if (!run.traceId) return "—";
+  if (!run.traceUrl) return h("span", { class: "mono", dataset: { trace: run.traceId } }, run.traceId);
+  return h("a", { href: run.traceUrl, target: "_blank", rel: "noopener", class: "mono", dataset: { trace: run.traceId } }, run.traceId);
 }
 
 function parseJson(text) {
@@ -43,7 +51,9 @@ function facts(run) {
     row("Triggered by", trigger),
     row("Parent", run.parentRunId ? runLink(run.parentRunId) : "none"),
     row("Children", (run.children || []).length ? h("ul", {}, run.children.map((c) => h("li", {}, runLink(c)))) : "none"),
-    operationFacts(run));
+    row("Trace", traceFact(run)),
+    operationFacts(run),
+    costFacts(run));
 }
 
 function section(title, ...content) {

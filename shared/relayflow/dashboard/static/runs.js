@@ -42,7 +42,7 @@ function runRow(run, depth, expander, childOf) {
     h("a", { href: "#/runs/" + encodeURIComponent(childOf), class: "mono" }, childOf)) : null;
   return h("tr", { class: depth ? `child-row depth-${Math.min(depth, 3)}` : null, dataset: { runId: run.id } },
     h("td", { class: "run-id" }, expander, link, parent),
-    h("td", { class: "run-workflow" }, run.workflowId),
+    h("td", { class: "run-workflow" }, h("a", { class: "workflow-link", href: "#/workflows/" + encodeURIComponent(run.workflowId) + "?environment=" + encodeURIComponent(run.environment) }, run.workflowId)),
     h("td", { class: "run-status" }, statusBadge(run.status)),
     h("td", { class: "run-started" }, timeCell(run.startedAt)),
     h("td", { class: "hide-narrow" }, run.completedAt ? formatDuration(run.completedAt - run.startedAt) : "—"),

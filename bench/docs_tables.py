@@ -110,6 +110,35 @@ COST = ColumnTable(
     ),
 )
 
+FANOUT_COST = ColumnTable(
+    title="Dollars per million map items, orchestration only, at AWS list prices",
+    measurement=re.compile(
+        r"\$ per 1M map items, (?P<run>ctx\.map over [\d,]+ items, max_concurrency \d+), "
+        r"(?P<mode>.+)"
+    ),
+    value=re.compile(
+        r"relayflow (?P<relayflow>[\d.]+) \((?P<parts>[^)]*)\); "
+        r"Step Functions Distributed Map (?P<sfn>[\d.]+) \((?P<sfn_x>[\d.]+x)\); "
+        r"durable functions (?P<durable>[\d.]+) \((?P<durable_x>[\d.]+x)\)"
+    ),
+    columns=(
+        "Run",
+        "Checkpoints",
+        "relayflow",
+        "of which",
+        "Step Functions Distributed Map (relayflow cheaper by)",
+        "Lambda durable functions (relayflow cheaper by)",
+    ),
+    cells=lambda m, v: (
+        m["run"],
+        m["mode"],
+        f"${v['relayflow']}",
+        v["parts"],
+        f"${v['sfn']} ({v['sfn_x']})",
+        f"${v['durable']} ({v['durable_x']})",
+    ),
+)
+
 OVERHEAD = ColumnTable(
     title="Time per step by driver, checkpoint mode and run length",
     measurement=re.compile(
@@ -133,7 +162,7 @@ OVERHEAD = ColumnTable(
 
 TOPICS = (
     Topic("1 AWS requests", "Figure 1: AWS requests per step", (PER_RUN,)),
-    Topic("2 cost", "Figure 2: cost per million steps", (COST,)),
+    Topic("2 cost", "Figure 2: cost per million steps", (COST, FANOUT_COST)),
     Topic("3 overhead", "Figure 3: engine overhead per step", (OVERHEAD,)),
     Topic("4 ingest", "Figure 4: event ingest"),
     Topic("5 limits", "Figure 5: scale limits"),

@@ -13,25 +13,27 @@ from dataclasses import dataclass
 
 from bench.fig_requests import BATCHED, PER_STEP, RequestsResult, RunCost
 from bench.table import Row, verdict
+from relayflow.costs import PriceTable
+from relayflow.costs import cost_of as cost_of_usage
 
 NAME = "cost"
 FIGURE = "2 cost"
 
-# AWS list prices (us-east-1), in dollars.
-DYNAMODB_WRITE_UNIT = 0.625 / 1e6
-DYNAMODB_READ_UNIT = 0.125 / 1e6
-LAMBDA_REQUEST = 0.20 / 1e6
-LAMBDA_GB_SECOND_ARM64 = 0.0000133334
-SCHEDULER_INVOCATION = 1.00 / 1e6
-S3_PUT = 0.005 / 1000
-S3_GET = 0.0004 / 1000
-STEP_FUNCTIONS_TRANSITION = 25.0 / 1e6
-DURABLE_OPERATION = 8.0 / 1e6
-#: API Gateway HTTP API, per request (the first 300 million a month).
-API_GATEWAY_REQUEST = 1.00 / 1e6
+# AWS list prices (us-east-1), in dollars: the package's price table, one source of prices.
+_LIST = PriceTable()
+DYNAMODB_WRITE_UNIT = _LIST.dynamodb_write_unit
+DYNAMODB_READ_UNIT = _LIST.dynamodb_read_unit
+LAMBDA_REQUEST = _LIST.lambda_request
+LAMBDA_GB_SECOND_ARM64 = _LIST.lambda_gb_second
+SCHEDULER_INVOCATION = _LIST.scheduler_invocation
+S3_PUT = _LIST.s3_put
+S3_GET = _LIST.s3_get
+STEP_FUNCTIONS_TRANSITION = _LIST.step_functions_transition
+DURABLE_OPERATION = _LIST.durable_operation
+API_GATEWAY_REQUEST = _LIST.api_gateway_request
 
 #: Memory of the api/drive functions (the CDK construct's default), in GB.
-LAMBDA_MEMORY_GB = 1.0
+LAMBDA_MEMORY_GB = _LIST.lambda_memory_gb
 #: Billed Lambda time assumed per AWS request the orchestrator makes (round-trip latency).
 SECONDS_PER_AWS_REQUEST = 0.010
 #: Billed Lambda time assumed per orchestration invocation on top (start-up, engine work).
@@ -47,12 +49,17 @@ PRICED_STEPS = 1_000
 HOSTS = ("inline", "Lambda worker")
 
 PRICES = (
-    "DynamoDB on-demand $0.625/M WU, $0.125/M RU; Lambda arm64 $0.20/M requests + "
-    f"$0.0000133334/GB-s at {LAMBDA_MEMORY_GB * 1024:.0f} MB, billed "
+    f"DynamoDB on-demand ${DYNAMODB_WRITE_UNIT * 1e6:g}/M WU, ${DYNAMODB_READ_UNIT * 1e6:g}/M RU; "
+    f"Lambda arm64 ${LAMBDA_REQUEST * 1e6:.2f}/M requests + "
+    f"${f'{LAMBDA_GB_SECOND_ARM64:.10f}'.rstrip('0')}/GB-s at "
+    f"{LAMBDA_MEMORY_GB * 1024:.0f} MB, billed "
     f"{SECONDS_PER_AWS_REQUEST * 1000:.0f} ms per AWS request + "
-    f"{SECONDS_PER_INVOCATION * 1000:.0f} ms per invocation; Scheduler $1/M invocations "
-    "(API calls free); S3 $0.005/1000 PUT, $0.0004/1000 GET; Step Functions Standard $25/M "
-    "transitions; Lambda durable functions $8/M operations; API Gateway HTTP API $1/M requests"
+    f"{SECONDS_PER_INVOCATION * 1000:.0f} ms per invocation; Scheduler "
+    f"${SCHEDULER_INVOCATION * 1e6:g}/M invocations (API calls free); S3 "
+    f"${S3_PUT * 1000:g}/1000 PUT, ${S3_GET * 1000:g}/1000 GET; Step Functions Standard "
+    f"${STEP_FUNCTIONS_TRANSITION * 1e6:g}/M transitions; Lambda durable functions "
+    f"${DURABLE_OPERATION * 1e6:g}/M operations; API Gateway HTTP API "
+    f"${API_GATEWAY_REQUEST * 1e6:g}/M requests"
 )
 
 
@@ -197,10 +204,42 @@ def http_rows(result: RequestsResult) -> list[Row]:
     return out
 
 
+def recorded_row(run: RunCost) -> Row | None:
+    """What the run's own record says it cost next to what the meter counted for it.
+
+    The meter also saw the run's final save (which no save carries) and the reading of its
+    result after it ended; the record's orchestrator time is wall time on moto, so only its
+    AWS units are compared here.
+    """
+    usage = run.recorded
+    if usage is None:
+        return None
+    t = run.tally
+    requests = t.dynamodb_writes + t.dynamodb_reads
+    units_only = usage.model_copy(update={"orchestrator_ms": 0})
+    scale = 1e6 / run.steps
+    return Row(
+        FIGURE,
+        f"recorded by the run vs metered, {run.label}",
+        f"record {usage.dynamodb_write_units:g} WU, {usage.dynamodb_read_units:g} RU, "
+        f"{usage.dynamodb_requests} DynamoDB requests, {usage.drive_invocations} drive "
+        f"invocations, {usage.scheduler_invocations} alarms "
+        f"(${cost_of_usage(units_only).total * scale:.2f} per 1M steps before Lambda time); "
+        f"meter {t.write_units} WU, {t.read_units:g} RU, {requests} requests, "
+        f"{run.lambdas.total(separate_step_host=False)} invocations, "
+        f"{run.lambdas.alarm_drives} alarms; not recorded: the final save and the read of "
+        f"the result ({t.write_units - usage.dynamodb_write_units:g} WU, "
+        f"{requests - usage.dynamodb_requests} requests)",
+    )
+
+
 def rows(result: RequestsResult) -> list[Row]:
     """The figure's table rows."""
     out = [Row(FIGURE, "prices and assumptions", PRICES)]
     for run in workloads_of(result):
+        recorded = recorded_row(run)
+        if recorded is not None:
+            out.append(recorded)
         for host in HOSTS:
             cost = cost_of(run, host)
             out.append(_price_row(cost))

@@ -18,6 +18,7 @@ from bench import workloads
 from bench.aws_meter import Tally
 from bench.moto_stack import LambdaCounts, MotoStack
 from bench.table import Row, verdict
+from relayflow.costs import RunUsage
 
 NAME = "requests"
 FIGURE = "1 AWS requests"
@@ -53,6 +54,8 @@ class RunCost:
     seconds: float
     cpu_seconds: float
     error: str = ""
+    #: The usage the run's record carries (what its run detail prices), None if it failed.
+    recorded: RunUsage | None = None
 
     def per_step(self, value: float) -> float:
         """``value`` divided by the run's steps."""
@@ -102,8 +105,10 @@ def measure_run(label: str, workflow_id: str, steps: int, *, mode: str = PER_STE
     with MotoStack() as st:
         start, cpu = time.perf_counter(), time.process_time()
         error = ""
+        recorded: RunUsage | None = None
         try:
-            status = st.run(workflow_id, {"steps": steps}).status
+            detail = st.run(workflow_id, {"steps": steps})
+            status, recorded = detail.status, detail.usage
         except Exception as exc:
             # A limit the driver cannot handle is a figure too: report it, keep going.
             status, error = "error", _short(f"{type(exc).__name__}: {exc}")
@@ -111,7 +116,9 @@ def measure_run(label: str, workflow_id: str, steps: int, *, mode: str = PER_STE
         tally, lambdas = st.take()
     sleepy = workflow_id in (workloads.SLEEPY, workloads.SLEEPY_BATCHED)
     sleeps = steps - 1 if sleepy else 0
-    return RunCost(label, mode, steps, sleeps, status, tally, lambdas, seconds, cpu_seconds, error)
+    return RunCost(
+        label, mode, steps, sleeps, status, tally, lambdas, seconds, cpu_seconds, error, recorded
+    )
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -23,6 +23,7 @@ from relayflow.core.views import (
     timeline,
     timeline_page,
 )
+from relayflow.costs import PriceTable
 from relayflow.engine import KEEP_INPUT, Engine
 from relayflow.errors import RunNotFoundError
 from relayflow.operations.audit import window_of
@@ -45,6 +46,7 @@ class WorkflowAdmin:
             that point there are resolved in run details.
         poll_interval_s: How often ``stream_run`` re-reads a store that cannot notify.
         sleep: Waits between polls (injectable).
+        prices: What run details price a run's usage at (``RELAYFLOW_PRICE_TABLE``).
     """
 
     def __init__(
@@ -54,8 +56,11 @@ class WorkflowAdmin:
         payloads: PayloadStore | None = None,
         poll_interval_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        prices: PriceTable | None = None,
     ) -> None:
         self.engine = engine
+        #: What run details price a run's usage at (AWS list prices when None).
+        self.prices = prices
         #: Holders and queues of concurrency keys, and the release of a stuck slot.
         self.concurrency = ConcurrencyAdmin(engine)
         self._payloads = payloads
@@ -85,7 +90,7 @@ class WorkflowAdmin:
         ``unavailable``, left out of ``record`` already).
         """
         occupancy = self.concurrency.occupancy(record)
-        view = detail(record, self._entries(record, values), occupancy)
+        view = detail(record, self._entries(record, values), occupancy, self.prices)
         return resolve_detail(view, self._payloads, list(unavailable))
 
     def list_runs(
@@ -98,11 +103,13 @@ class WorkflowAdmin:
         started_after: int | None = None,
         started_before: int | None = None,
         code_version: str | None = None,
+        parent_run_id: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> RunListPage:
-        """Runs newest first, filtered (``code_version``: the build a run is on); pass
-        ``next_cursor`` back to get the next page."""
+        """Runs newest first, filtered (``code_version``: the build a run is on,
+        ``parent_run_id``: only the children of that run); pass ``next_cursor`` back to get
+        the next page."""
         statuses: tuple[str, ...] = ()
         if isinstance(status, str):
             statuses = (status,)
@@ -116,6 +123,7 @@ class WorkflowAdmin:
             started_after=started_after,
             started_before=started_before,
             code_version=code_version,
+            parent_run_id=parent_run_id,
             limit=limit,
             cursor=cursor,
         )

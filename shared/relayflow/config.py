@@ -44,11 +44,13 @@ from relayflow.settings.parsers import (
     one_of,
     positive_int,
     positive_seconds,
+    price_table,
     text,
 )
 
 if TYPE_CHECKING:
     from relayflow.core.settings import CoreSettings
+    from relayflow.costs.prices import PriceTable
     from relayflow.settings.parsers import Parser
 
 __all__ = [
@@ -119,6 +121,14 @@ class Settings:
         text,
         'Drive Lambda that alarms and hand-offs invoke with `{"runId", "wakeAt"}` (the CDK '
         "construct names its `live` alias, so that they reach the version deployed last)",
+    )
+    trace_viewer_url: str | None = setting(
+        "RELAYFLOW_TRACE_VIEWER_URL",
+        None,
+        text,
+        "Link to a run's trace in your trace viewer, `{traceId}` standing for its trace id "
+        "(`{xrayTraceId}`: in X-Ray's notation); the API's `traceUrl` and the dashboard's "
+        "trace link (unset: no link)",
     )
     dlq_arn: str | None = setting(
         "RELAYFLOW_DLQ_ARN", None, text, "SQS queue for alarms Scheduler could not deliver"
@@ -361,6 +371,15 @@ class Settings:
         "Step hosts: checkpoint entries that become ready while a checkpoint write is in "
         "flight (map items, parallel branches, gathered steps) share the next write; `false` "
         "writes each entry on its own before its branch goes on",
+    )
+    price_table: PriceTable | None = setting(
+        "RELAYFLOW_PRICE_TABLE",
+        None,
+        price_table,
+        "Prices a run's cost is shown at: a JSON object of price table fields (the others "
+        "keep their list prices) or the path of a JSON file holding one "
+        "(see [Costs](../operations/costs.md))",
+        shown="AWS list prices, us-east-1",
     )
     region: str | None = setting(
         "RELAYFLOW_REGION",

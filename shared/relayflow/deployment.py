@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from relayflow.config import Settings, current_settings, import_workflow_modules
 from relayflow.drivers import WorkflowDriver
 from relayflow.ports import PinnedRunIndex
+from relayflow.tracing.process import configure_from_environment
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -43,6 +44,7 @@ def build_driver_from_env(env: Mapping[str, str] = os.environ) -> WorkflowDriver
     from relayflow.adapters.aws import build_aws_driver
 
     import_workflow_modules(env)
+    configure_from_environment()
     driver: WorkflowDriver = build_aws_driver(Settings.from_env(env))
     return driver
 

@@ -38,6 +38,8 @@ from relayflow.operations.bulk_host import host_bulk_jobs
 from relayflow.ports import ManifestStore, PayloadStore, WorkflowCatalog
 from relayflow.protocol import MAX_JSON_DEPTH, RunTrigger, SerializedError, TenantMeta, json_depth
 from relayflow.token_ids import locate
+from relayflow.tracing.context import caller_trace
+from relayflow.tracing.observer import RunTracer
 from relayflow.version_locks import DEFAULT_WORKFLOW_VERSION, check_locked_version
 from relayflow.workflow_refs import WorkflowRef, workflow_config_of, workflow_id_of
 
@@ -129,6 +131,8 @@ class WorkflowDriver:
         deliveries: DeliveryIdClaims | None = None,
     ) -> None:
         self.engine = engine
+        # Each run's spans, when a tracer provider is installed (see docs/guides/tracing.md).
+        engine.add_observer(RunTracer())
         self.host_catalog = host_catalog
         self.manifests = manifests
         self.deliveries = deliveries or DeliveryIdClaims(
@@ -142,6 +146,9 @@ class WorkflowDriver:
         #: The schedule service (``relayflow.schedules.ScheduleService``) when schedules are
         #: hosted; registering a manifest then reconciles its schedules.
         self.schedules: Any = None
+        #: Where the hourly rollups of finished runs live
+        #: (``relayflow.stats.RunStatistics``), when recorded; the statistics route reads it.
+        self.statistics: Any = None
 
     def _check_open(self) -> None:
         if self._shut.is_set():
@@ -324,6 +331,7 @@ class WorkflowDriver:
             timeout_ms=timeout_ms,
             flow=options,
             event=event,
+            trace_parent=caller_trace(),
         )
         return self.engine.trigger(spec, drive=drive)
 

@@ -48,6 +48,8 @@ class RunQuery:
     started_before: int | None = None
     #: The build (``CodeVersion.build``) the run is on.
     code_version: str | None = None
+    #: Only the children of this run (those it started with ``ctx.invoke``).
+    parent_run_id: str | None = None
     limit: int = 100
     cursor: str | None = None
 
@@ -312,6 +314,16 @@ class AlarmObserver(Protocol):
 
     def on_alarm(self, workflow_id: str, lateness_ms: int) -> None:
         """A run of ``workflow_id`` was driven ``lateness_ms`` after its stored wake time."""
+
+
+@runtime_checkable
+class InvocationObserver(Protocol):
+    """A run observer that also hears of each invocation of a run's step host once it
+    ended (traces: the saves show its answer, not when it was sent)."""
+
+    def on_invoked(
+        self, record: RunRecord, started_at: int, ended_at: int, outcome: str, failed: bool
+    ) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 
+from relayflow.costs.usage import RunUsage
+
 PROTOCOL_VERSION = 1
 #: The reference's "no deadline" value (JavaScript's Number.MAX_SAFE_INTEGER).
 NO_DEADLINE = 9007199254740991
@@ -372,6 +374,10 @@ class StepRequest(WireModel):
     #: (a Lambda qualifier); a host on another build answers ``version_unavailable`` unless
     #: the workflow is declared ``versioning="upgrade"``. None: any code may answer.
     code_version: CodeVersion | None = None
+    #: relayflow extension: the W3C ``traceparent`` of this invocation's span in the run's
+    #: trace (see docs/guides/tracing.md); hosts make each step attempt's span current while
+    #: its code runs.
+    traceparent: str | None = None
 
 
 class Waitpoint(WireModel):
@@ -444,6 +450,9 @@ class _ResponseBase(WireModel):
     #: relayflow extension: the last slot of the run's checkpoint log this invocation found
     #: taken (by its own entries or by a fence); absent when it wrote no checkpoint.
     checkpoint_seq: int | None = None
+    #: relayflow extension: the AWS work the host's own checkpoint writes did for the run
+    #: (a host in a process of its own; the orchestrator adds it to the run's usage).
+    checkpoint_usage: RunUsage | None = None
     #: relayflow extension: how this invocation's steps were made durable. Reference hosts
     #: send none: they are durable per invocation.
     durability: Durability | None = None

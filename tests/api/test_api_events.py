@@ -110,6 +110,19 @@ def test_an_event_starts_a_run_per_matching_filter(api: Api) -> None:
     assert api.metrics.counts[m.RUNS_TRIGGERED] == 1
 
 
+def test_an_event_with_a_traceparent_starts_runs_in_the_callers_trace(api: Api) -> None:
+    api.post("/api/manifests", {"environment": "development", "manifest": _manifest()})
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    answer = api.post("/api/events", _event(250), headers={"traceparent": caller})
+    untraced = api.post("/api/events", _event(250, "evt-2"))
+
+    traced_run = api.get("/api/runs/" + answer.body["matches"][0]["runId"]).body
+    assert traced_run["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    own_run = api.get("/api/runs/" + untraced.body["matches"][0]["runId"]).body
+    assert own_run["traceId"] not in (None, traced_run["traceId"])
+
+
 def test_the_same_event_twice_starts_one_run(api: Api) -> None:
     api.post("/api/manifests", {"environment": "development", "manifest": _manifest()})
 

@@ -16,6 +16,7 @@ from relayflow.adapters.aws.manifests import DynamoDBManifestStore
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.pending import DynamoDBPendingDeliveries
 from relayflow.adapters.aws.runstore import DynamoDBRunStore
+from relayflow.adapters.aws.stats import DynamoDBRunStatistics
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.settings import CoreSettings
@@ -89,6 +90,9 @@ def moto_driver(
             SETTINGS.require("table_name"), client_factory=clients.dynamodb
         ),
         debouncer=DynamoDBDebouncer(
+            SETTINGS.require("table_name"), client_factory=clients.dynamodb
+        ),
+        statistics=DynamoDBRunStatistics(
             SETTINGS.require("table_name"), client_factory=clients.dynamodb
         ),
     )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from relayflow import config
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
+from relayflow.costs import PriceTable
 from relayflow.errors import ValidationError
 
 
@@ -73,6 +76,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_VERSION_RETRY_MAX: "10m",
         config.ENV_GROUP_CHECKPOINTS: "false",
         config.ENV_DEPLOYMENT_NAME: "prod",
+        config.ENV_PRICE_TABLE: '{"dynamodbWriteUnit": 0.000001}',
     }
     settings = Settings.from_env(env)
     assert settings.table_name == "runs"
@@ -105,6 +109,8 @@ def test_every_variable_is_read() -> None:
     assert settings.require_per_step_durability is True
     assert settings.group_checkpoints is False
     assert settings.deployment_name == "prod"
+    assert settings.price_table is not None
+    assert settings.price_table.dynamodb_write_unit == 0.000001
     assert set(config.ALL_ENV_NAMES) == set(env) | {config.ENV_DISPATCH_FUNCTION}
     assert settings.core_settings() == CoreSettings(
         operations_limit=500,
@@ -245,3 +251,29 @@ def test_settings_are_frozen() -> None:
     settings = Settings.from_env({})
     with pytest.raises(AttributeError):
         settings.table_name = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"dynamodbWriteUnit": -1}', "dynamodbWriteUnit"),
+        ('{"lambdaPerRequest": 1}', "lambdaPerRequest"),
+        ("/no/such/prices.json", "neither a JSON object nor a readable file"),
+    ],
+)
+def test_an_unusable_price_table_is_refused_at_start(value: str, says: str) -> None:
+    with pytest.raises(ValidationError, match=config.ENV_PRICE_TABLE) as refused:
+        Settings.from_env({config.ENV_PRICE_TABLE: value})
+    assert says in str(refused.value)
+
+
+def test_the_price_table_may_be_a_json_file(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"lambda_request": 0.0000003, "sqsRequest": 0}', encoding="utf-8")
+
+    table = Settings.from_env({config.ENV_PRICE_TABLE: str(prices)}).price_table
+
+    assert table is not None
+    assert (table.lambda_request, table.sqs_request) == (0.0000003, 0)
+    assert table.dynamodb_write_unit == PriceTable().dynamodb_write_unit

@@ -65,6 +65,8 @@ def test_the_charts_use_the_numbers_the_tables_show() -> None:
         "100 steps, 99 sleeps\nper step",
         "1,000 steps\nbatched",
         "100 steps, 99 sleeps\nbatched",
+        "map, per item\ngrouped",
+        "map, per item\none write per entry",
     }
     for relayflow, step_functions, durable in costs.values():
         laid_out = docs_tables.sections(rows)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,11 @@ def start_dev(
     app: str = "examples",
     cwd: Path = ROOT,
     console_script: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> DevProcess:
     port, moto_port = free_port(), free_port()
     env = child_env(**({"RELAYFLOW_DEV_STATE": str(state_dir)} if state_dir else {}))
+    env.update(environment or {})
     command = console_script_command if console_script else cli_command
     process = subprocess.Popen(
         command("dev", "--app", app, "--port", str(port), "--moto-port", str(moto_port), *extra),

@@ -61,6 +61,7 @@ from relayflow.api.routes import stream as stream_routes
 from relayflow.api.routes import tokens as tokens_routes
 from relayflow.api.routes import versions as versions_routes
 from relayflow.api.routes import workflow_pauses as workflow_pauses_routes
+from relayflow.api.routes import workflow_stats as workflow_stats_routes
 from relayflow.deliveries import DeliveryIdClaims
 from relayflow.dispatch.capabilities import CapabilitySigner
 from relayflow.observability import RunMetrics
@@ -320,6 +321,7 @@ def create_app(
     app.include_router(runs_routes.build_router(ctx))
     app.include_router(bulk_actions_routes.build_router(ctx))
     app.include_router(workflow_pauses_routes.build_router(ctx))
+    app.include_router(workflow_stats_routes.build_router(ctx))
     app.include_router(concurrency_routes.build_router(ctx))
     app.include_router(audit_routes.build_router(ctx))
     app.include_router(versions_routes.build_router(ctx))

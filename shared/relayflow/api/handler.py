@@ -24,6 +24,7 @@ from relayflow.config import Settings
 from relayflow.deployment import Handler, Lazy, build_driver_from_env
 from relayflow.dispatch.capabilities import capability_signer
 from relayflow.drivers import WorkflowDriver
+from relayflow.tracing.process import flush_spans
 
 _log = Logger(service="relayflow")
 
@@ -68,7 +69,10 @@ def make_lambda_handler(factory: Callable[[], RelayflowResolver]) -> Handler:
         except Exception:
             _log.exception("the API could not be configured")
             return _internal_error(event, context)
-        return resolver.resolve(event, context)
+        try:
+            return resolver.resolve(event, context)
+        finally:
+            flush_spans()
 
     return handler
 

@@ -30,6 +30,7 @@ from relayflow.api.version_models import (
     Versioning,
     VersionWaitView,
 )
+from relayflow.costs import RunCost, RunUsage
 from relayflow.flow.declarations import (
     MAX_KEY_LENGTH,
     MAX_PRIORITY,
@@ -323,6 +324,26 @@ class RunView(ResponseModel):
         description="set while a pinned run waits for its code version to answer again "
         "(POST /api/runs/{id}/upgrade moves it to the current version)",
     )
+    trace_id: str | None = Field(
+        default=None,
+        description="the run's OpenTelemetry trace id (32 hex digits), the same across all "
+        "of its invocations",
+    )
+    trace_url: str | None = Field(
+        default=None,
+        description="the run's trace in the trace viewer RELAYFLOW_TRACE_VIEWER_URL names "
+        "(absent when it is unset)",
+    )
+    usage: RunUsage | None = Field(
+        default=None,
+        description="the AWS work recorded for the run, in billing units (all but its last "
+        "save's; absent before any was recorded)",
+    )
+    cost: RunCost | None = Field(
+        default=None,
+        description="what the recorded usage costs in dollars at the deployment's price "
+        "table: total and parts by service",
+    )
 
 
 class DeliveryView(ResponseModel):
@@ -361,6 +382,9 @@ class RunSummaryView(ResponseModel):
     )
     pause: PauseView | None = Field(default=None, description="set while the run is paused")
     redrive_count: int = 0
+    parent_run_id: str | None = Field(
+        default=None, description="the run that started this one (ctx.invoke); absent at top level"
+    )
     rerun_of: RerunOriginView | None = None
     code_version: CodeVersionView | None = Field(
         default=None, description="the code the run is on (absent before the first answer)"

@@ -19,9 +19,11 @@ from relayflow.api.models import (
     TimelineEntryView,
     TimelineView,
 )
+from relayflow.config import current_settings
 from relayflow.core.record import Redrive
 from relayflow.core.views import RunDetail, RunSummary, TimelinePage
 from relayflow.drivers import DeliveryResult
+from relayflow.tracing.ids import trace_url
 
 #: Kinds of the positional wait ids (``<prefix>:...``) the SDK registers.
 _KIND_OF_PREFIX = {
@@ -109,6 +111,10 @@ def _run_fields(detail: RunDetail) -> dict[str, Any]:
         "rerun_of": _dump(detail.rerun_of),
         "reruns": list(detail.reruns),
         **_version_fields(detail),
+        "trace_id": detail.trace_id,
+        "trace_url": trace_url(current_settings().trace_viewer_url, detail.trace_id),
+        "usage": detail.usage,
+        "cost": detail.cost,
     }
 
 
@@ -165,6 +171,7 @@ def run_summary(item: RunSummary) -> RunSummaryView:
             "values_unavailable": [_dump(v) for v in item.values_unavailable],
             "pause": _dump(item.pause),
             "redrive_count": item.redrive_count,
+            "parent_run_id": item.parent_run_id,
             "rerun_of": _dump(item.rerun_of),
             **_version_fields(item),
         }

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from relayflow.cli.render_costs import cost_lines
+
 TERMINAL_STATUSES = frozenset(
     {"completed", "failed", "cancelled", "compensated", "compensation_failed"}
 )
@@ -346,8 +348,13 @@ def run_details(
     tags = pick(run, "tags", default=[])
     if tags:
         lines.append(f"tags      {', '.join(str(t) for t in tags)}")
+    trace_id = pick(run, "traceId")
+    if trace_id is not None:
+        trace_url = pick(run, "traceUrl")
+        lines.append(f"trace     {trace_id}" + (f"  {trace_url}" if trace_url else ""))
     lines.extend(version_lines(run))
     lines.extend(operations_lines(run))
+    lines.extend(cost_lines(run))
     waits = [w for w in run.get("pendingWaitpoints") or [] if isinstance(w, dict)]
     for index, wait in enumerate(waits):
         label = "waits on" if index == 0 else ""

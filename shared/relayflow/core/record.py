@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 from pydantic.alias_generators import to_camel
 
+from relayflow.costs.usage import RunUsage
 from relayflow.protocol import (
     CancelDirective,
     CodeVersion,
@@ -282,6 +283,21 @@ class RunRecord(RecordModel):
     versioning: Versioning | None = None
     #: Set while the code version the run is pinned to cannot be reached.
     version_wait: VersionWait | None = None
+    #: The AWS work done for the run so far (see relayflow.costs; None before any counted).
+    #: Stored packed (a list of counts), as it rides in the header item on every save.
+    usage: RunUsage | None = None
+    #: The W3C ``traceparent`` of the caller whose trace the run continues (its trigger
+    #: request's); None: the run's trace is its own (see relayflow.tracing.ids).
+    trace_parent: str | None = None
+
+    @field_serializer("usage", when_used="json")
+    def _pack_usage(self, usage: RunUsage | None) -> list[int | float] | None:
+        return None if usage is None else usage.packed()
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _unpack_usage(cls, value: Any) -> Any:
+        return RunUsage.unpacked(value) if isinstance(value, list) else value
 
     @property
     def redrive_count(self) -> int:
@@ -302,3 +318,8 @@ class RunRecord(RecordModel):
     def from_document(cls, doc: dict[str, Any]) -> RunRecord:
         """Rebuild a record from its stored form."""
         return cls.model_validate(doc)
+
+
+def is_child_of(record: RunRecord, run_id: str) -> bool:
+    """Whether ``record`` is a run that ``run_id`` started with ``ctx.invoke``."""
+    return record.parent is not None and record.parent.run_id == run_id

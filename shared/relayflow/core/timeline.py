@@ -3,8 +3,10 @@ from its record."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from relayflow.batch_entries import with_copies
 from relayflow.core.record import RecordModel, RunRecord
 from relayflow.protocol import (
     AbandonedOutcome,
@@ -107,24 +109,43 @@ def _step_name(key: str, entry: StepJournalEntry, tokens: TokenFacts) -> str | N
     return None
 
 
-def _step_value(entry: StepJournalEntry, attempt: int, error: SerializedError | None) -> Any:
+def _step_value(
+    step_id: str,
+    entry: StepJournalEntry,
+    attempt: int,
+    error: SerializedError | None,
+    steps: Mapping[str, StepJournalEntry],
+) -> Any:
     if error is not None:
         return error.data
     if attempt == entry.attempt and entry.status == "ok":
-        return entry.output
+        # A batch's entry refers to its branches' results; shown with them.
+        return with_copies(step_id, entry.output, steps) if entry.kind == "batch" else entry.output
     return None
+
+
+def _attempt_outcome(step: StepJournalEntry, attempt: StepAttempt | None) -> str:
+    """An attempt's outcome; the failed last attempt of a step waiting for its next attempt
+    reads ``retrying``: it did not fail the step."""
+    if attempt is None:
+        return step.status
+    last = step.attempts[-1] if step.attempts else None
+    if step.status == "retrying" and attempt is last and attempt.status == "err":
+        return "retrying"
+    return attempt.status
 
 
 def _step_entries(
     step_id: str,
     step: StepJournalEntry,
     tokens: TokenFacts,
+    steps: Mapping[str, StepJournalEntry],
     *,
     values: bool,
     redrive: int | None = None,
 ) -> list[TimelineEntry]:
-    """One entry per attempt of a journalled step (``redrive``: the redrive that took it out
-    of the journal, for its history)."""
+    """One entry per attempt of a journalled step, among ``steps`` (``redrive``: the redrive
+    that took it out of the journal, for its history)."""
     name = _step_name(step_id, step, tokens)
     token_id = None
     if step.kind == "token":
@@ -143,11 +164,11 @@ def _step_entries(
                 kind=step.kind if step.kind != "step" else None,
                 started_at=a.started_at if a is not None else step.started_at,
                 ended_at=a.finished_at if a is not None else step.finished_at,
-                outcome=a.status if a is not None else step.status,
+                outcome=_attempt_outcome(step, a),
                 error=error,
                 name=name,
                 token_id=token_id,
-                value=_step_value(step, attempt, error) if values else None,
+                value=_step_value(step_id, step, attempt, error, steps) if values else None,
                 abandoned_ended_at=a.abandoned_ended_at if a is not None else None,
                 abandoned_outcome=a.abandoned_outcome if a is not None else None,
                 top_level="/" not in step_id,
@@ -188,9 +209,11 @@ def timeline(record: RunRecord, *, values: bool = False) -> list[TimelineEntry]:
     tokens = _token_names(journal)
     for number, redriven in enumerate(record.redrives, start=1):
         for step_id, step in redriven.steps.items():
-            entries.extend(_step_entries(step_id, step, tokens, values=values, redrive=number))
+            entries.extend(
+                _step_entries(step_id, step, tokens, redriven.steps, values=values, redrive=number)
+            )
     for step_id, step in journal.step_results.items():
-        entries.extend(_step_entries(step_id, step, tokens, values=values))
+        entries.extend(_step_entries(step_id, step, tokens, journal.step_results, values=values))
     for wait_id, reg in journal.waitpoints_registered.items():
         resolution = journal.waitpoints_resolved.get(wait_id)
         outcome = "pending"

@@ -43,6 +43,7 @@ from relayflow.protocol import (
     WaitingResponse,
     parse_step_response,
 )
+from relayflow.tracing.ids import RunTrace
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,9 @@ def build_request(
             "checkpoint": channel,
             "retryOverrides": record.retry_overrides or None,
             "codeVersion": pin_of(record),
+            "traceparent": RunTrace.of(record.id, record.trace_parent)
+            .invocation(max(1, record.invocation_count))
+            .traceparent,
         }
     )
 

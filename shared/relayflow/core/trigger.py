@@ -42,6 +42,7 @@ class TriggerSpec:
             stored with the run).
         rerun_of: The run (and its top-level step) this one reruns from.
         journal: The journal the run starts with (a rerun's copy of the original's).
+        trace_parent: The caller's W3C ``traceparent`` the run's trace continues.
         code_version: The code the run starts pinned to (a rerun's, the original's: its
             copied history was recorded on that code), and how its workflow meets new code.
     """
@@ -64,6 +65,7 @@ class TriggerSpec:
     journal: Journal | None = None
     code_version: CodeVersion | None = None
     versioning: Versioning | None = None
+    trace_parent: str | None = None
 
 
 def resolve_run_id(
@@ -107,4 +109,5 @@ def new_run(spec: TriggerSpec, now: int) -> RunRecord:
         journal=spec.journal.model_copy(deep=True) if spec.journal is not None else Journal(),
         code_version=spec.code_version,
         versioning=spec.versioning,
+        trace_parent=spec.trace_parent,
     )

@@ -26,6 +26,7 @@ from relayflow.core.timeline import timeline as timeline
 
 # Re-exported: the timeline's entries were built here before they had a module of their own.
 from relayflow.core.versions import version_warning
+from relayflow.costs import PriceTable, RunCost, RunUsage, cost_of
 from relayflow.errors import ValidationError
 from relayflow.flow.status import KeyOccupancy, status_line
 from relayflow.payloads import UNREADABLE_PAYLOADS
@@ -38,6 +39,7 @@ from relayflow.protocol import (
     StreamChunk,
     Versioning,
 )
+from relayflow.tracing.ids import RunTrace
 
 #: The largest value (bytes of its JSON) one timeline entry carries; larger ones are left
 #: out with ``valueTruncated``.
@@ -79,6 +81,8 @@ class RunSummary(RecordModel):
     pause: PauseState | None = None
     #: How often the run was redriven.
     redrive_count: int = 0
+    #: The run that started this one with ``ctx.invoke`` (None for a top-level run).
+    parent_run_id: str | None = None
     #: The run this one reruns from a step, and the step.
     rerun_of: RerunOrigin | None = None
     #: The code the run is on (see docs/guides/versioning.md), how its workflow meets new
@@ -116,7 +120,6 @@ class RunDetail(RunSummary):
     duration_ms: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     children: list[str] = Field(default_factory=list)
-    parent_run_id: str | None = None
     pending_waits: list[str] = Field(default_factory=list)
     compensations: list[CompensationReport] = Field(default_factory=list)
     #: Set when a cancel asked for compensation and none ran: the reason.
@@ -141,6 +144,12 @@ class RunDetail(RunSummary):
     reruns: list[str] = Field(default_factory=list)
     #: Set when the run is pinned to code its function cannot reach again (``$LATEST``).
     version_warning: str | None = None
+    #: The run's OpenTelemetry trace id (32 hex digits; see docs/guides/tracing.md).
+    trace_id: str | None = None
+    #: The AWS work recorded for the run in billing units, and what it cost at the
+    #: deployment's price table (None before any was recorded; see docs/operations/costs.md).
+    usage: RunUsage | None = None
+    cost: RunCost | None = None
     _timeline: list[TimelineEntry] | None = PrivateAttr(default=None)
     _build_timeline: Callable[[], list[TimelineEntry]] | None = PrivateAttr(default=None)
 
@@ -195,6 +204,7 @@ def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> 
         environment=record.environment,
         pause=record.pause,
         redrive_count=record.redrive_count,
+        parent_run_id=record.parent.run_id if record.parent else None,
         rerun_of=record.rerun_of,
         code_version=record.code_version,
         versioning=record.versioning,
@@ -312,11 +322,13 @@ def detail(
     record: RunRecord,
     entries: list[TimelineEntry] | None = None,
     occupancy: KeyOccupancy | None = None,
+    prices: PriceTable | None = None,
 ) -> RunDetail:
     """The detail view of ``record``; its timeline is ``entries`` when already built, else
     built from ``record`` when first read (the record must not change meanwhile: a saved
     record never does, transitions change copies). ``occupancy`` is a queued run's key
-    occupancy, for its status line."""
+    occupancy, for its status line; its cost is priced at ``prices`` (list prices when
+    None)."""
     ended = record.completed_at
     view = RunDetail(
         **summary(record).model_dump(),
@@ -327,7 +339,6 @@ def detail(
         duration_ms=max(0, ended - record.started_at) if ended is not None else None,
         metadata=dict(record.metadata),
         children=[c.run_id for c in record.children],
-        parent_run_id=record.parent.run_id if record.parent else None,
         pending_waits=[w.client_waitpoint_id for w in record.pending_waitpoints],
         compensations=list(record.compensations),
         compensation_skipped=record.compensation_skipped,
@@ -343,6 +354,9 @@ def detail(
         redrives=list(record.redrives),
         reruns=list(record.reruns),
         version_warning=version_warning(record),
+        trace_id=RunTrace.of(record.id, record.trace_parent).trace_id_hex,
+        usage=record.usage,
+        cost=cost_of(record.usage, prices) if record.usage is not None else None,
     )
     if entries is not None:
         view._timeline = entries

@@ -156,8 +156,11 @@ class HttpDispatcher:
             self._session = requests.Session()
         return self._session
 
-    def _headers(self, body: bytes) -> dict[str, str]:
+    def _headers(self, body: bytes, traceparent: str | None) -> dict[str, str]:
         headers = {"content-type": "application/json; charset=utf-8", PROTOCOL_HEADER: "1"}
+        if traceparent:
+            # The host's own server spans join the run's trace under this invocation.
+            headers["traceparent"] = traceparent
         if self.mode == "voyant":
             headers[VOYANT_PROTOCOL_HEADER] = "1"
         if self._signer is not None:
@@ -184,7 +187,7 @@ class HttpDispatcher:
                 response = self._client().post(
                     self.url,
                     data=body,
-                    headers=self._headers(body),
+                    headers=self._headers(body, request.get("traceparent")),
                     timeout=timeout,
                     allow_redirects=False,
                 )

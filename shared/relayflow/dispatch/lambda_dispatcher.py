@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.clock import wall_s
+from relayflow.costs.meter import UsageMeter
+from relayflow.costs.usage import RunUsage
 from relayflow.dispatch.http_dispatcher import (
     TransportRetry,
     describe_answer,
@@ -50,6 +52,7 @@ class LambdaDispatcher:
         mode: Signing scheme (``relayflow`` or ``voyant``).
         retry: Retry behaviour for transient failures.
         clock: Unix time in seconds for signature timestamps.
+        usage: Counts each invocation for the run being worked on (see ``relayflow.costs``).
     """
 
     def __init__(
@@ -61,8 +64,10 @@ class LambdaDispatcher:
         mode: SigningMode = "relayflow",
         retry: TransportRetry | None = None,
         clock: Callable[[], float] = wall_s,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.function_name = function_name_or_arn
+        self._usage = usage
         self._unqualified, self._bare_name, _ = split_function(function_name_or_arn)
         self._client_factory = client_factory
         self._client: LambdaClient | None = None
@@ -107,6 +112,8 @@ class LambdaDispatcher:
                     Payload=self._payload(request),
                     **target,  # type: ignore[arg-type]
                 )
+                if self._usage is not None:
+                    self._usage.add_current(RunUsage(worker_invocations=1))
             except Exception as exc:
                 if not is_aws_error(exc):
                     raise

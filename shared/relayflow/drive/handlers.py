@@ -14,6 +14,7 @@ from relayflow.deployment import Handler, Lazy
 from relayflow.drive.events import handle_drive_event
 from relayflow.drivers import WorkflowDriver
 from relayflow.observability import RunMetrics
+from relayflow.tracing.process import flush_spans
 
 _log = Logger(service="relayflow")
 
@@ -91,7 +92,7 @@ def _budgeted(
 ) -> Callable[[Any, Any], dict[str, Any]]:
     """A function's handler: ``work`` on the driver (built on first use, its engine counting
     into the metrics sink) within ``budget_ms`` capped by the function's remaining time less
-    the margin; the metrics are flushed after every event, whatever happened."""
+    the margin; the metrics and spans are flushed after every event, whatever happened."""
     sink = Lazy(
         lambda: metrics or EmfMetrics(service=service, environment=settings().deployment_name)
     )
@@ -105,6 +106,7 @@ def _budgeted(
                 return work(driver.get(), event, context, sink.get())
         finally:
             sink.get().flush()
+            flush_spans()
 
     return handler
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from relayflow.core.record import RunRecord
 from relayflow.core.settings import CoreSettings
+from relayflow.costs.meter import UsageMeter
 from relayflow.errors import RelayflowError, RunNotFoundError, ValidationError
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.ports import ConcurrencySlots, Debouncer
@@ -27,6 +28,7 @@ from relayflow.ports import (
     Clock,
     DispatcherResolver,
     FlowObserver,
+    InvocationObserver,
     PendingDeliveries,
     RunObserver,
     RunStore,
@@ -93,6 +95,8 @@ class EngineBase:
             ``debounce`` is refused.
         audit: Where operator actions are recorded across runs (each run keeps its own).
         workflow_pauses: The paused workflows; without them a workflow cannot be paused.
+        usage: Where the AWS work done for each run is counted until a save carries it
+            (the run store's adapters report into the same meter; see ``relayflow.costs``).
     """
 
     def __init__(
@@ -113,8 +117,10 @@ class EngineBase:
         debouncer: Debouncer | None = None,
         audit: AuditLog | None = None,
         workflow_pauses: WorkflowPauses | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.runs = runs
+        self.usage = usage or UsageMeter()
         self.audit = audit
         self.workflow_pauses = workflow_pauses
         self.slots = slots
@@ -185,6 +191,18 @@ class EngineBase:
                 continue
             try:
                 observer.on_alarm(record.workflow_id, max(0, now - record.wake_at))
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
+    def _invoked(self, record: RunRecord, started_at: int, outcome: str, failed: bool) -> None:
+        """Tell the observers that hear of invocations (``InvocationObserver``) that the one
+        ``record`` began, sent at ``started_at``, ended now with ``outcome``."""
+        ended_at = self.clock.now_ms()
+        for observer in self._observers:
+            if not isinstance(observer, InvocationObserver):
+                continue
+            try:
+                observer.on_invoked(record, started_at, ended_at, outcome, failed)
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 

@@ -56,6 +56,14 @@ class Engine(RunOperations, InvocationCycle):
             already existed (same id, or the burst a debounced trigger joined) is returned
             untouched and not driven.
         """
+        with self.usage.working_on(spec.run_id, invocation=True):
+            stored, created = self._trigger(spec, drive=drive)
+        if stored.id != spec.run_id:
+            # A debounced trigger joined another run's burst: its work is that run's.
+            self.usage.add(stored.id, self.usage.drop(spec.run_id))
+        return stored, created
+
+    def _trigger(self, spec: TriggerSpec, *, drive: bool) -> tuple[RunRecord, bool]:
         if spec.timeout_ms is None and self._workflow_timeout is not None:
             spec = replace(spec, timeout_ms=self._workflow_timeout(spec.workflow_id))
         now = self.clock.now_ms()
@@ -357,6 +365,10 @@ class Engine(RunOperations, InvocationCycle):
         run_id = event.get("runId")
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError(f"alarm payload needs a runId string, got {dict(event)!r}")
+        with self.usage.working_on(run_id, invocation=True):
+            return self._drive_event(run_id)
+
+    def _drive_event(self, run_id: str) -> RunRecord | None:
         record = self.runs.get(run_id)
         if record is None or record.is_terminal:
             return record
@@ -445,6 +457,10 @@ class Engine(RunOperations, InvocationCycle):
         lease. Effects are applied only after the save that carries their transition; a lost
         race drops the draft and starts again from the stored run.
         """
+        with self.usage.working_on(run_id):
+            self._drive_held(run_id, work, take_over=take_over, mark_leased=mark_leased)
+
+    def _drive_held(self, run_id: str, work: Work, *, take_over: bool, mark_leased: bool) -> None:
         owner = f"{self._owner}/{next(self._drives)}"
         known = work.take_known(run_id) or self.runs.get(run_id)
         if known is not None and known.status in NOT_STARTED:

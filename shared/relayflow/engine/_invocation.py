@@ -4,7 +4,10 @@ renewed lease, and settle the host's answer (beginning the next one in the same 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from pydantic import ValidationError
 
 from relayflow.core.checkpoints import UNAVAILABLE_REASON, ended_unavailable, fence_entry, fold
 from relayflow.core.effects import Effect
@@ -18,6 +21,7 @@ from relayflow.core.transitions import (
     build_request,
     dispatch_failed,
 )
+from relayflow.costs.usage import RunUsage
 from relayflow.engine._base import MAX_RACES, Limits, Work
 from relayflow.engine._holding import RunHolding
 from relayflow.errors import CheckpointSlotTakenError, DispatchError, StaleRunError
@@ -148,6 +152,9 @@ class InvocationCycle(RunHolding):
                 failure = DispatchError(
                     f"dispatcher failed: {type(exc).__name__}: {exc}", transient=True
                 )
+        self._invoked(saved, sent.started_at, *_outcome_of(answer, failure, held.lost))
+        if answer is not None:
+            self._count_host_usage(answer[1])
         if held.lost:
             # Another holder took the run (and fenced the host off): nothing here is saved.
             return None
@@ -156,6 +163,23 @@ class InvocationCycle(RunHolding):
         return self._settle_answer(
             held.record, owner, sent, answer, failure, work, then_begin=then_begin
         )
+
+    def _count_host_usage(self, body: Any) -> None:
+        """Count for the run what a step host in a process of its own reports its checkpoint
+        writes cost (an answer that says nothing usable counts nothing)."""
+        reported = (
+            body.get("checkpointUsage")
+            if isinstance(body, Mapping)
+            else getattr(body, "checkpoint_usage", None)
+        )
+        if reported is None:
+            return
+        try:
+            usage = RunUsage.model_validate(reported)
+        except ValidationError:
+            _log.warning("a step host reported checkpoint usage that is not a usage: ignored")
+            return
+        self.usage.add_current(usage)
 
     def _fence(self, draft: RunRecord) -> RunRecord:
         """Fold what the previous invocation's host made durable, then fence that host off.
@@ -232,6 +256,22 @@ class InvocationCycle(RunHolding):
                 return _Begun(saved, following.sent, following.limits)
             return self._look_again(saved, owner) if done else (saved, saved)
         raise StaleRunError(f"run {run_id} kept changing; gave up after {MAX_RACES} attempts")
+
+
+def _outcome_of(
+    answer: tuple[int, Any] | None, failure: DispatchError | None, lost: bool
+) -> tuple[str, bool]:
+    """How an invocation ended, as its span tells it, and whether that is a failure."""
+    if lost:
+        return "lease_lost", True
+    if answer is None:
+        return ("unreachable" if failure is not None and failure.transient else "refused"), True
+    status, body = answer
+    # In process, hosts answer with the parsed response; over the wire, with its JSON.
+    outcome = body.get("status") if isinstance(body, dict) else getattr(body, "status", None)
+    if not isinstance(outcome, str):
+        outcome = f"http_{status}"
+    return outcome, status >= 400
 
 
 def _is_fenced(answer: tuple[int, Any]) -> bool:

@@ -46,6 +46,7 @@ from relayflow.local.recurring_scheduler import LocalRecurringScheduler
 from relayflow.local.scheduler import LocalScheduler
 from relayflow.local.state import DevState, gate_moto_server
 from relayflow.local.transitions_log import TransitionLog
+from relayflow.tracing.process import configure_from_environment
 from relayflow.worker.builds import host_code_version
 
 if TYPE_CHECKING:
@@ -290,6 +291,7 @@ class DevStack:
     def _build_driver(self, clients: AwsClients) -> WorkflowDriver:
         # Without ``on_due``, a run due now is handed to the drive function with an
         # asynchronous invoke, exactly as deployed; the local Lambda client runs it.
+        configure_from_environment()
         driver = build_aws_driver(self.settings, clients=clients)
         # The engine reports every insert and save: the console gets one line per transition.
         driver.engine.add_observer(TransitionLog(self._log, _now_ms))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
+from relayflow import batch_entries
 from relayflow.errors import RelayflowError, SuspendSignal
 from relayflow.protocol import SerializedError, StepJournalEntry
 from relayflow.sdk.failures import rehydrate_error, serialize_error
@@ -189,7 +190,10 @@ def _branch_op(
 
 
 def _from_checkpoint(
-    output: Any, serdes: Serdes | None, result_serdes: Serdes | None
+    output: Any,
+    serdes: Serdes | None,
+    result_serdes: Serdes | None,
+    branches: Sequence[StepJournalEntry | None],
 ) -> BatchResult[Any]:
     if RESULT_KEY in output:
         if result_serdes is None:
@@ -198,10 +202,15 @@ def _from_checkpoint(
             )
         loaded: BatchResult[Any] = load_value(output[RESULT_KEY], result_serdes)
         return loaded
-    results = [None if r is None else load_value(r, serdes) for r in output["results"]]
+    if batch_entries.OUTCOMES_KEY in output:
+        dumped, wire_errors = batch_entries.counted(output[batch_entries.OUTCOMES_KEY], branches)
+    else:
+        # Recorded before batch entries referred to their branches: it holds copies.
+        dumped, wire_errors = output["results"], output["errors"]
+    results = [None if r is None else load_value(r, serdes) for r in dumped]
     errors: list[RelayflowError | None] = [
         None if e is None else rehydrate_error(SerializedError.model_validate(e))
-        for e in output["errors"]
+        for e in wire_errors
     ]
     return BatchResult(
         results=[r if e is None else None for r, e in zip(results, errors, strict=True)],
@@ -210,6 +219,18 @@ def _from_checkpoint(
         failure_count=int(output["failureCount"]),
         started_count=int(output["startedCount"]),
         completion_reason=output["completionReason"],
+    )
+
+
+def _outcome_codes(outcomes: Sequence[Outcome]) -> str:
+    """One character per branch: how the batch counted it (see :mod:`relayflow.batch_entries`)."""
+    return "".join(
+        batch_entries.SUCCEEDED
+        if isinstance(o, _Ok)
+        else batch_entries.FAILED
+        if isinstance(o, _Err)
+        else batch_entries.NOT_COUNTED
+        for o in outcomes
     )
 
 
@@ -252,7 +273,7 @@ def batch_op(
     batch_key = core.key(f"batch:{name}")
     entry = core.reach(batch_key, "batch")
     children = [core.child(core.key(f"{name}.{s.segment}")) for s in specs]
-    keys = [core.key(f"branch:{name}.{s.segment}") for s in specs]
+    keys = [batch_entries.branch_key(batch_key, s.segment) for s in specs]
     inv.share_ordinal(batch_key, keys)
     if entry is not None and entry.status == "ok":
         for i, spec in enumerate(specs):
@@ -263,7 +284,8 @@ def batch_op(
         inv.touch_prefix(core.key(f"{name}."))
         inv.touch_prefix(core.key(f"branch:{name}."))
         core.advance_clock(entry.finished_at)
-        return _from_checkpoint(entry.output, serdes, result_serdes)
+        recorded = [inv.journal.step_results.get(key) for key in keys]
+        return _from_checkpoint(entry.output, serdes, result_serdes, recorded)
     outcomes: list[Outcome] = [None] * len(specs)
     started = [False] * len(specs)
     todo: list[int] = []
@@ -319,13 +341,15 @@ def batch_op(
         output = {RESULT_KEY: dump_value(result, result_serdes)}
     else:
         output = {
-            "results": [o.dumped if isinstance(o, _Ok) else None for o in outcomes],
-            "errors": [o.error.to_wire() if isinstance(o, _Err) else None for o in outcomes],
+            batch_entries.OUTCOMES_KEY: _outcome_codes(outcomes),
             "successCount": result.success_count,
             "failureCount": result.failure_count,
             "startedCount": result.started_count,
             "completionReason": reason,
         }
+        named = batch_entries.named_branches(segments)
+        if named is not None:
+            output[batch_entries.BRANCHES_KEY] = named
     inv.record(
         batch_key,
         StepJournalEntry(

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from relayflow.costs.usage import RunUsage
 from relayflow.errors import (
     CancelledSignal,
     CheckpointFencedSignal,
@@ -156,6 +157,13 @@ class Checkpointer:
                     self.MAX_WAITERS, thread_name_prefix="relayflow-checkpoint"
                 )
             return self._waiters
+
+    def take_usage(self) -> RunUsage | None:
+        """What the log's writes for this run cost, when the log counts it (a log counting
+        nothing, as in the orchestrator's own process, gives None)."""
+        take = getattr(self._log, "take_usage", None)
+        usage = take(self._run_id) if callable(take) else None
+        return usage if isinstance(usage, RunUsage) and not usage.is_empty else None
 
     def close(self) -> None:
         """Let the waiting threads go (the invocation is over)."""

@@ -200,6 +200,7 @@ def _finish(inv: Invocation, root: ContextCore, outcome: _Outcome) -> Op[StepRes
         "stream_chunks": inv.stream_chunks,
         "capabilities": list(HOST_CAPABILITIES),
         "checkpoint_seq": inv.checkpointer.last_seq if inv.checkpointer is not None else None,
+        "checkpoint_usage": inv.checkpointer.take_usage() if inv.checkpointer is not None else None,
         "durability": "per_step" if inv.checkpointer is not None else "per_invocation",
     }
     cancel = inv.request.cancel

@@ -17,6 +17,8 @@ from relayflow.sdk.checkpoints import take_owed
 from relayflow.sdk.instructions import Batch, Body, Call, Instruction, Op, Pause, Settle
 from relayflow.sdk.overruns import ABANDONED
 from relayflow.sdk.scope import STEP_SCOPE, ContextCore
+from relayflow.tracing.context import running_under
+from relayflow.tracing.ids import SpanRef
 
 T = TypeVar("T")
 
@@ -53,6 +55,11 @@ def _is_async_callable(fn: Callable[..., Any]) -> bool:
 
 def _timeout_error(label: str, timeout_ms: int) -> StepTimeoutError:
     return StepTimeoutError(f"step {label!r} timed out after {timeout_ms}ms")
+
+
+def _span_of(instruction: Call) -> SpanRef | None:
+    """The span the instruction's step attempt runs under (the run's trace)."""
+    return instruction.scope.trace if instruction.scope is not None else None
 
 
 def _step_key(instruction: Call) -> str | None:
@@ -209,7 +216,8 @@ class SyncRunner:
                 instruction.flush()
             return None
         if isinstance(instruction, Call):
-            return self._call(instruction)
+            with running_under(_span_of(instruction)):
+                return self._call(instruction)
         if isinstance(instruction, Pause):
             if instruction.ms > 0:
                 self._sleep(instruction.ms / 1000)
@@ -302,7 +310,8 @@ class AsyncRunner:
                 await asyncio.to_thread(instruction.flush)
             return None
         if isinstance(instruction, Call):
-            return await self._call(instruction)
+            with running_under(_span_of(instruction)):
+                return await self._call(instruction)
         if isinstance(instruction, Pause):
             if self._sleep is not None:
                 self._sleep(instruction.ms / 1000)

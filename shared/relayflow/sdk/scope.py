@@ -13,6 +13,7 @@ from relayflow.sdk.determinism import Mulberry32, fnv1a_seed
 from relayflow.sdk.invocation import Invocation
 from relayflow.sdk.ordinals import ScopeOrder
 from relayflow.sdk.retry import RetryPolicy
+from relayflow.tracing.ids import SpanRef
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -48,6 +49,8 @@ class StepScope:
     id_prefix: str
     info: StepInfo | None = None
     updates: list[MetadataUpdate] = field(default_factory=list)
+    #: The attempt's span in the run's trace, current while its code runs.
+    trace: SpanRef | None = None
 
 
 STEP_SCOPE: contextvars.ContextVar[StepScope | None] = contextvars.ContextVar(

@@ -23,6 +23,7 @@ from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
 from relayflow.sdk.serdes import Serdes, dump_output, load_value
 from relayflow.sdk.tracebacks import keep_recent_stacks
+from relayflow.tracing.ids import step_attempt_span
 
 Semantics = Literal["at_least_once", "at_most_once"]
 
@@ -142,7 +143,11 @@ def run_step(
                 inv.request_yield("at_most_once")
         started_at = inv.now_ms()
         info = StepInfo(key, attempt, step_key)
-        scope = StepScope(id_prefix=f"m:{key}:{attempt}:", info=info)
+        scope = StepScope(
+            id_prefix=f"m:{key}:{attempt}:",
+            info=info,
+            trace=step_attempt_span(inv.request.traceparent, inv.request.run_id, key, attempt),
+        )
         try:
             overrun = _overrun_reporter(inv, key, attempt) if opts.timeout_ms else None
             value = yield Call(fn, args, opts.timeout_ms, scope, key, overrun)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
+from relayflow.costs.prices import PriceTable, parse_price_table
 from relayflow.errors import ValidationError
 
 T = TypeVar("T")
@@ -196,6 +197,11 @@ def dispatcher_map(raw: Raw) -> dict[str, DispatchTarget]:
         str(key): DispatchTarget.parse(value, where=f"{raw.name}[{key!r}]")
         for key, value in parsed.items()
     }
+
+
+def price_table(raw: Raw) -> PriceTable:
+    """A price table: a JSON object of its fields, or the path of a JSON file holding one."""
+    return parse_price_table(raw.text, where=raw.name)
 
 
 def shown_default(parse: Parser[Any], default: Any) -> str:

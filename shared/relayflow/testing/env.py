@@ -15,6 +15,7 @@ from relayflow.adapters.memory import (
 from relayflow.adapters.memory.flow import InMemoryConcurrencySlots, InMemoryDebouncer
 from relayflow.adapters.memory.operations import InMemoryAuditLog, InMemoryWorkflowPauses
 from relayflow.adapters.memory.pending import InMemoryPendingDeliveries
+from relayflow.adapters.memory.stats import InMemoryRunStatistics
 from relayflow.admin import WorkflowAdmin
 from relayflow.core.settings import CoreSettings
 from relayflow.core.views import JournalEvent, RunDetail, RunListPage
@@ -38,6 +39,7 @@ from relayflow.ports import (
 )
 from relayflow.schedules import FiringResult, InMemoryScheduleHost, InMemoryScheduleStateStore
 from relayflow.schedules.service import attach_schedules
+from relayflow.stats import RunStatistics, attach_statistics
 from relayflow.testing.alarms import FiredAlarms
 from relayflow.testing.schedule_clock import VirtualScheduleClock
 from relayflow.token_ids import locate
@@ -153,6 +155,7 @@ class WorkflowTestEnv:
             a :class:`~relayflow.operations.paused.PausedWorkflows` cache as deployed: a mark
             written to this store directly is seen within 5 s of virtual time, one written
             through the engine at once.
+        statistics: Where the hourly rollups of finished runs go (in memory by default).
 
     Example:
         >>> env = WorkflowTestEnv(workflows=[fulfil], services={"mailer": FakeMailer()})
@@ -182,6 +185,7 @@ class WorkflowTestEnv:
         debouncer: Debouncer | None = None,
         audit: AuditLog | None = None,
         workflow_pauses: WorkflowPauses | None = None,
+        statistics: RunStatistics | None = None,
     ) -> None:
         if clock is not None and start_ms is not None:
             raise ValidationError("pass start_ms or clock, not both")
@@ -217,6 +221,8 @@ class WorkflowTestEnv:
             payloads=payloads,
         )
         self.admin: WorkflowAdmin = self.driver.admin
+        self.statistics: RunStatistics = statistics or InMemoryRunStatistics()
+        attach_statistics(self.driver, self.statistics)
         self.schedule_host = InMemoryScheduleHost(self.clock)
         self.schedules = attach_schedules(
             self.driver, states=InMemoryScheduleStateStore(), host=self.schedule_host

@@ -264,9 +264,14 @@ def step_host_from_settings(settings: Settings, *, checkpoint_table: str | None)
         # Its steps' rate limits live in the same table (GetItem and PutItem on `#rate#` keys).
         from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
         from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
+        from relayflow.costs.meter import UsageMeter
 
         log = DynamoDBCheckpointLog(
-            checkpoint_table, client_factory=clients.dynamodb, payload_store=payload_store
+            checkpoint_table,
+            client_factory=clients.dynamodb,
+            payload_store=payload_store,
+            # The orchestrator does not see these writes: the answer reports them.
+            usage=UsageMeter(),
         )
         limiter = DynamoDBRateLimiter(checkpoint_table, client_factory=clients.dynamodb)
         handler = checkpointing_handler(log, limiter)

@@ -317,6 +317,29 @@ def test_runs_get_says_how_the_run_was_durable(
     assert line in out.splitlines()
 
 
+@pytest.mark.parametrize(
+    ("trace", "line"),
+    [
+        (
+            {"traceId": "4bf92f3577b34da6a3ce929d0e0e4736"},
+            "trace     4bf92f3577b34da6a3ce929d0e0e4736",
+        ),
+        (
+            {"traceId": "4bf92f35", "traceUrl": "https://jaeger.example/trace/4bf92f35"},
+            "trace     4bf92f35  https://jaeger.example/trace/4bf92f35",
+        ),
+    ],
+)
+def test_runs_get_prints_the_runs_trace_and_its_link(
+    fake_api: FakeApi, trace: dict[str, str], line: str
+) -> None:
+    fake_api.on("GET", "/api/runs/run_1", (200, {**RUN_DONE, **trace}))
+    fake_api.on("GET", "/api/runs/run_1/timeline", (200, TIMELINE))
+    code, out, _ = cli(fake_api, "runs", "get", "run_1")
+    assert code == 0
+    assert line in out.splitlines()
+
+
 def test_runs_get_shows_when_the_code_of_a_timed_out_attempt_really_ended(
     fake_api: FakeApi,
 ) -> None:

@@ -340,3 +340,64 @@ def test_result_serdes_carries_the_whole_batch_result_on_the_first_run_and_on_re
     # loads ran on the first run and again on every replay, the one that returned included.
     assert len(harness.bodies) >= 2
     assert totals.loads_seen == [{"sum": 5, "failures": 0}] * len(harness.bodies)
+
+
+def _mixed_batch(ctx: Any) -> Any:
+    """A parallel whose branches succeed, fail and are abandoned, then a sleep (so the next
+    invocation replays the batch from its entry)."""
+    result = ctx.parallel(
+        [_succeeds(1), _fails, lambda c: c.wait_for_event("never"), _succeeds(4)],
+        completion=CompletionPolicy(min_successful=2),
+    )
+    ctx.sleep("1m")
+    return _summary(result)
+
+
+def test_a_batch_entry_names_its_branches_outcomes_and_replays_from_their_entries() -> None:
+    @workflow(id="by-reference")
+    def body(data: Any, ctx: Any) -> Any:
+        return _mixed_batch(ctx)
+
+    harness = Harness("by-reference")
+    harness.call()
+    entry = harness.journal["stepResults"]["batch:p0"]
+    assert entry["output"]["outcomes"] == "oe-o"
+    assert "branches" not in entry["output"], "a map's default names are its positions"
+    assert "results" not in entry["output"], "results stay in the branches' own entries"
+    first = harness.bodies[-1]
+    assert first["status"] == "waiting"
+    replayed = harness.run()
+    assert replayed["status"] == "completed"
+    assert replayed["output"] == {
+        "results": [1, None, None, 4],
+        "errors": [None, "no", None, None],
+        "success": 2,
+        "failure": 1,
+        "started": 4,
+        "reason": "MIN_SUCCESSFUL_REACHED",
+    }
+
+
+def test_a_batch_entry_with_copies_recorded_by_an_earlier_version_still_replays() -> None:
+    @workflow(id="with-copies")
+    def body(data: Any, ctx: Any) -> Any:
+        return _mixed_batch(ctx)
+
+    harness = Harness("with-copies")
+    harness.call()
+    output = harness.journal["stepResults"]["batch:p0"]["output"]
+    codes = output.pop("outcomes")
+    steps = harness.journal["stepResults"]
+    branches = [steps.get(f"branch:p0.{i}", {}) for i in range(4)]
+    # The earlier form: copies of each counted result and error, nothing read from branches.
+    output["results"] = [
+        b.get("output") if c == "o" else None for b, c in zip(branches, codes, strict=True)
+    ]
+    output["errors"] = [
+        b.get("error") if c == "e" else None for b, c in zip(branches, codes, strict=True)
+    ]
+    for branch in branches:
+        branch["output"] = "not read"
+    result = harness.run()
+    assert result["output"]["results"] == [1, None, None, 4]
+    assert result["output"]["errors"] == [None, "no", None, None]

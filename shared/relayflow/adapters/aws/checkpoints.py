@@ -4,11 +4,11 @@ An entry is the item ``(pk=<runId>, sk=log#<seq, 10 digits>)`` written with one 
 ``PutItem`` (``attribute_not_exists``): the sequence number is the fencing token, so a slot
 is written once, by the host that expected it or by a fence or cancel that took it first.
 A step entry of 100-200 bytes of output is an item under 1 KB: one write unit. A group
-(several entries that share one write) keeps its JSON zlib-compressed in a binary attribute:
-its entries repeat the same names and keys, and a branch's step output and the branch's
-result are often the same value, so the item is a fraction of its JSON (a write costs one
-unit per KB). Entries over ``inline_limit`` bytes (after compression) keep their JSON in the
-payload store and a reference in the item.
+(several entries that share one write) keeps its JSON compressed in a binary attribute, as
+run headers are: its entries repeat the same names and keys, and a branch's step output and
+the branch's result are often the same value, so the item is a fraction of its JSON (a write
+costs one unit per KB). Entries over ``inline_limit`` bytes (after compression) keep their
+JSON in the payload store and a reference in the item.
 
 Entries are needed only until the invocation's answer is saved (the answer carries the same
 journal into the run's pages) or until a new holder folds them after a crash; each carries
@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import json
 import secrets
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws import attributes, compression, tables
+from relayflow.adapters.aws.attributes import write_units
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.clock import SystemClock
+from relayflow.costs.meter import UsageMeter
+from relayflow.costs.usage import RunUsage
 from relayflow.errors import CheckpointSlotTakenError, ValidationError
 from relayflow.ports import Clock, PayloadStore
 from relayflow.protocol import CheckpointEntry
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 LOG_PREFIX = "log#"
 #: Entries whose JSON is larger than this keep it in the payload store.
 INLINE_LIMIT = 32 * 1024
-#: zlib's level for groups: 6 (its default) gains little over 1 on JSON this small.
-COMPRESSION_LEVEL = 6
 #: Days an entry is kept (it is folded into the run's pages long before).
 DEFAULT_TTL_DAYS = 7
 
@@ -57,6 +57,10 @@ class DynamoDBCheckpointLog:
         clock: Time of the entries' TTL.
         ttl_days: Days an entry is kept after it was written.
         inline_limit: Largest entry JSON kept in the item itself.
+        usage: Counts what each entry written cost, per run, for the host's answer to carry
+            (``take_usage``): a step host in a process of its own reports its checkpoint
+            writes this way. Leave it unset in the orchestrator's process, whose clients
+            count every request already.
     """
 
     def __init__(
@@ -68,8 +72,10 @@ class DynamoDBCheckpointLog:
         clock: Clock | None = None,
         ttl_days: int = DEFAULT_TTL_DAYS,
         inline_limit: int = INLINE_LIMIT,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.table_name = table_name
+        self._usage = usage
         self._client_factory = client_factory
         self._client: DynamoDBClient | None = None
         self._payloads = payload_store
@@ -98,6 +104,14 @@ class DynamoDBCheckpointLog:
         action = f"writing checkpoint {entry.seq} of run {run_id}"
         try:
             item = self._item(run_id, entry)
+            # A new item (the slot is written once), with no index key: its own size prices
+            # it, whether the write lands or its condition fails.
+            self._count(
+                run_id,
+                RunUsage(
+                    dynamodb_requests=1, dynamodb_write_units=write_units(item, transactional=False)
+                ),
+            )
             self._db().put_item(
                 TableName=self.table_name,
                 Item=item,
@@ -118,6 +132,15 @@ class DynamoDBCheckpointLog:
             raise CheckpointSlotTakenError(
                 f"checkpoint slot {entry.seq} of run {run_id} is taken", taken=taken
             ) from None
+
+    def take_usage(self, run_id: str) -> RunUsage | None:
+        """What this log's writes for ``run_id`` cost since the last take (None when it
+        counts nothing)."""
+        return None if self._usage is None else self._usage.drop(run_id)
+
+    def _count(self, run_id: str, usage: RunUsage) -> None:
+        if self._usage is not None:
+            self._usage.add(run_id, usage)
 
     def read(self, run_id: str, after_seq: int) -> list[CheckpointEntry]:
         """The entries after ``after_seq`` up to the first free slot (one ``Query`` per MB)."""
@@ -162,7 +185,7 @@ class DynamoDBCheckpointLog:
             "w": attributes.s(secrets.token_hex(4)),
             tables.TTL_ATTRIBUTE: attributes.n(self._clock.now_ms() // 1000 + self._ttl_s),
         }
-        packed = zlib.compress(body, COMPRESSION_LEVEL) if entry.kind == "group" else None
+        packed = compression.pack(body) if entry.kind == "group" else None
         if packed is not None and len(packed) <= self._inline_limit:
             item["z"] = {"B": packed}
         elif len(body) > self._inline_limit:
@@ -172,13 +195,14 @@ class DynamoDBCheckpointLog:
                     "for a DynamoDB item; configure a payload store"
                 )
             item["ref"] = attributes.s(self._payloads.put(body))
+            self._count(run_id, RunUsage(s3_puts=1, s3_bytes=len(body)))
         else:
             item["e"] = attributes.s(body.decode("utf-8"))
         return item
 
     def _entry(self, item: dict[str, Any]) -> CheckpointEntry:
         if "z" in item:
-            doc = json.loads(zlib.decompress(item["z"]["B"]))
+            doc = json.loads(compression.unpack(item["z"]["B"]))
         elif "ref" in item:
             if self._payloads is None:
                 raise ValidationError("this checkpoint is in the payload store; configure one")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+
+from relayflow.adapters.aws.usage import AwsUsageRecorder
+from relayflow.costs.meter import UsageMeter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -15,6 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sqs import SQSClient
 
+    from relayflow.adapters.aws.billing import TableSpec
     from relayflow.config import Settings
 
 _STANDARD_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 5})
@@ -31,6 +36,8 @@ class AwsClients:
         session: The boto3 session to build clients from (a new default session otherwise).
         region: Region name; None lets boto3 resolve it from the environment.
         endpoint_url: Endpoint override for every service (a local moto server, say).
+        usage: Where the AWS work done for each run is counted once :meth:`record_usage`
+            is called (a new meter otherwise).
     """
 
     def __init__(
@@ -39,12 +46,15 @@ class AwsClients:
         session: boto3.Session | None = None,
         region: str | None = None,
         endpoint_url: str | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self._session = session
         self._region = region
         self._endpoint_url = endpoint_url
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.usage = usage or UsageMeter()
+        self._recorder: AwsUsageRecorder | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> AwsClients:
@@ -67,7 +77,18 @@ class AwsClients:
                 config=config,
             )
             self._clients[service] = created
+            if self._recorder is not None:
+                self._recorder.attach(created)
             return created
+
+    def record_usage(self, tables: Mapping[str, TableSpec], runs_table: str | None) -> None:
+        """Count what every request of these clients costs into ``usage``, per run (see
+        ``relayflow.adapters.aws.usage``); a second call keeps the first's counting."""
+        with self._lock:
+            if self._recorder is None:
+                self._recorder = AwsUsageRecorder(self.usage, tables, runs_table)
+            for client in self._clients.values():
+                self._recorder.attach(client)
 
     def _config(self, service: str) -> Config:
         """The botocore settings of ``service``'s client."""

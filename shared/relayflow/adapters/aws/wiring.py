@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from relayflow.adapters.aws import tables
 from relayflow.adapters.aws.alarms import DueCallback, SchedulerAlarmClock, lambda_event_on_due
+from relayflow.adapters.aws.billing import table_specs
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.concurrency_slots import DynamoDBConcurrencySlots
@@ -20,6 +22,7 @@ from relayflow.adapters.aws.runstore import DynamoDBRunStore
 from relayflow.adapters.aws.schedule_host import SchedulerScheduleHost
 from relayflow.adapters.aws.schedule_states import DynamoDBScheduleStateStore
 from relayflow.adapters.aws.sqs_alarms import HorizonAlarmClock, SqsDelayAlarmClock
+from relayflow.adapters.aws.stats import DynamoDBRunStatistics
 from relayflow.clock import SystemClock
 from relayflow.config import DispatchTarget, Settings
 from relayflow.core.settings import CoreSettings
@@ -42,6 +45,7 @@ from relayflow.ports import (
 from relayflow.schedules.service import attach_schedules
 from relayflow.sdk.invocation import ExecutorOptions
 from relayflow.sdk.registry import registered_concurrency, registered_timeout_ms
+from relayflow.stats import attach_statistics
 
 if TYPE_CHECKING:
     from relayflow.protocol import TenantMeta
@@ -71,6 +75,7 @@ def build_dispatcher(
             secret=settings.signing_secret,
             mode=settings.signing_mode,
             retry=retry,
+            usage=clients.usage,
         )
     if target.kind == "http":
         return HttpDispatcher(
@@ -163,8 +168,25 @@ def build_aws_driver(
     payloads: PayloadStore | None = None
     if settings.payload_bucket:
         payloads = S3PayloadStore(settings.payload_bucket, client_factory=clients.s3)
+    clients.record_usage(
+        table_specs(
+            [
+                (settings.require("table_name"), tables.RUNS_TABLE),
+                *(
+                    [(settings.manifests_table, tables.MANIFESTS_TABLE)]
+                    if settings.manifests_table
+                    else []
+                ),
+            ]
+        ),
+        settings.table_name,
+    )
     runs = DynamoDBRunStore.from_settings(
-        settings, client_factory=clients.dynamodb, clock=clock, payload_store=payloads
+        settings,
+        client_factory=clients.dynamodb,
+        clock=clock,
+        payload_store=payloads,
+        usage=clients.usage,
     )
     checkpoints = DynamoDBCheckpointLog(
         settings.require("table_name"),
@@ -216,6 +238,7 @@ def build_aws_driver(
             DynamoDBWorkflowPauses(settings.require("table_name"), client_factory=clients.dynamodb),
             clock,
         ),
+        usage=clients.usage,
     )
     deliveries = DeliveryIdClaims(
         DynamoDBDeliveryLog.from_settings(settings, client_factory=clients.dynamodb),
@@ -230,6 +253,12 @@ def build_aws_driver(
         payloads=payloads,
         deliveries=deliveries,
     )
+    attach_statistics(
+        driver,
+        DynamoDBRunStatistics(settings.require("table_name"), client_factory=clients.dynamodb),
+        settings.price_table,
+    )
+    driver.admin.prices = settings.price_table
     if settings.recurring_schedule_group:
         attach_schedules(
             driver,

@@ -18,6 +18,7 @@ from relayflow.api.models import IngestEventRequest, IngestResultView, documente
 from relayflow.api.responses import BODY_ERRORS, declare
 from relayflow.api.views import ingest_view
 from relayflow.errors import RelayflowError
+from relayflow.tracing.context import continuing
 
 #: The body is validated by the events module in the reference's order and wording, so the
 #: resolver only documents its schema.
@@ -46,7 +47,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
     def ingest(body: Annotated[IngestBody, Body()]) -> Response[IngestResultView]:
         ctx.metrics.count(m.EVENTS_RECEIVED)
         try:
-            with ctx.drive_scope(router.lambda_context):
+            with ctx.drive_scope(router.lambda_context), continuing(router.current_event.headers):
                 raw_result, created = backend.ingest(_raw_body(router))
             result = ingest_view(raw_result)
         except RelayflowError:

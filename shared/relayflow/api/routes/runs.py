@@ -50,6 +50,7 @@ from relayflow.core.views import (
 from relayflow.drivers import DeliveryResult, replay_answer
 from relayflow.errors import ValidationError
 from relayflow.run_history import RunHistory
+from relayflow.tracing.context import continuing
 
 _READ = [{"bearerAuth": [RUNS_READ]}]
 INTERRUPTED = (
@@ -135,7 +136,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         if key is not None and body.idempotency_key is None and body.run_id is None:
             # A retry after a lost answer must find the run the first attempt started.
             body = body.model_copy(update={"idempotency_key": key})
-        with scope():
+        with scope(), continuing(router.current_event.headers):
             run, created, interrupted = backend.trigger(body, hand_off=ctx.hand_off)
         observe(run)
         if created:
@@ -196,6 +197,15 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 description="runs on this build (codeVersion.build of a run)",
             ),
         ] = None,
+        parent: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=512,
+                description="only the child runs this run started (parentRunId of a run); "
+                "pass the parent's start as since to read less",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[
             str | None,
@@ -213,6 +223,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 limit=limit,
                 cursor=cursor,
                 code_version=code_version,
+                parent_run_id=parent,
             )
         except ValidationError as exc:
             raise ApiError(400, "invalid_query", exc.message) from None

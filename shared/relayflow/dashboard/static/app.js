@@ -1,5 +1,5 @@
 // The dashboard's router: "#/runs", "#/runs/<id>", "#/start", "#/manifests", "#/schedules", "#/audit",
-// "#/bulk", "#/bulk/<jobId>" (hash routes, so
+// "#/bulk", "#/bulk/<jobId>", "#/workflows", "#/workflows/<id>" (hash routes, so
 // every page is the same document and deep links work behind any gateway).
 
 import { ApiError, takeTokenFromFragment, token } from "./api.js";
@@ -12,6 +12,7 @@ import { renderRun } from "./run.js";
 import { renderRuns } from "./runs.js";
 import { renderSchedules } from "./schedules.js";
 import { renderStart } from "./start.js";
+import { renderWorkflow, renderWorkflows } from "./workflow.js";
 
 const main = document.getElementById("main");
 let cleanup = null;
@@ -93,6 +94,8 @@ export function route() {
   else if (page === "audit") cleanup = renderAudit(main, params, ctx);
   else if (page === "bulk" && rest.length) cleanup = renderBulkJob(main, rest.join("/"), ctx);
   else if (page === "bulk") cleanup = renderBulkJobs(main, params, ctx);
+  else if (page === "workflows" && rest.length) cleanup = renderWorkflow(main, rest.join("/"), params, ctx);
+  else if (page === "workflows") cleanup = renderWorkflows(main, params, ctx);
   else {
     replace(main, h("div", { class: "notice" }, h("p", {}, `There is no page “${page}”.`),
       h("p", {}, h("a", { href: "#/runs" }, "Go to the runs"))));

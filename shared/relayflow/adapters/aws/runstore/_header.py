@@ -11,7 +11,7 @@ import json
 import secrets
 from typing import Any
 
-from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws import attributes, compression, tables
 from relayflow.adapters.aws.runstore import _codec, _keys, _pages
 from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredField
 from relayflow.core.record import RunRecord
@@ -101,7 +101,7 @@ class HeaderCodec:
                 fields[key] = StoredField(obj, hashed, ref)
                 del doc[key]
             data = attributes.encode(doc)
-        packed = _codec.pack(data)
+        packed = compression.pack(data)
         if len(packed) > HEADER_BUDGET:
             raise ValidationError(
                 f"run {record.id} has a header of {len(data)} bytes, too large for a DynamoDB "
@@ -137,7 +137,7 @@ class HeaderCodec:
         if state.head is not None:
             item["head"] = attributes.s(state.head)
         if state.inline:
-            item["i"] = {"B": _codec.pack(_pages.body(state.inline))}
+            item["i"] = {"B": compression.pack(_pages.body(state.inline))}
         if state.wake_index is not None:
             item[tables.WAKE_SHARD_KEY] = attributes.s(_keys.wake_shard(record.id))
             item[tables.WAKE_AT] = attributes.n(due_at(record, state.wake_index))
@@ -181,7 +181,7 @@ class HeaderCodec:
                 "of relayflow does not read (written before pages); finish it with the "
                 "version that started it"
             )
-        doc: dict[str, Any] = json.loads(_codec.unpack(header["z"]["B"]))
+        doc: dict[str, Any] = json.loads(compression.unpack(header["z"]["B"]))
         # Older headers hold these in the document too; the attributes are the same values.
         doc.setdefault("id", header[tables.PK]["S"])
         doc.setdefault("workflowId", header[tables.WORKFLOW_KEY]["S"])

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relayflow.adapters.aws import attributes, tables
+from relayflow.adapters.aws import attributes, compression, tables
 from relayflow.adapters.aws.runstore import _codec, _keys
 
 #: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
@@ -92,7 +92,7 @@ def page_items(
             tables.PK: attributes.s(run_id),
             tables.SK: attributes.s(_keys.page_sk(commit, index)),
             "n": attributes.n(len(bodies)),
-            "z": {"B": _codec.pack(body)},
+            "z": {"B": compression.pack(body)},
         }
         if index == 0 and prev is not None:
             item["prev"] = attributes.s(prev)
@@ -169,11 +169,11 @@ def decode(
         found = sets[commit]
         for index in range(len(found)):
             chain.append(_keys.page_sk(commit, index))
-            data = _codec.unpack(found[index]["z"]["B"])
+            data = compression.unpack(found[index]["z"]["B"])
             stored += len(data)
             apply(parts, data)
     if inline is not None:
-        data = _codec.unpack(inline)
+        data = compression.unpack(inline)
         stored += len(data)
         apply(parts, data)
     dead = [
@@ -188,5 +188,6 @@ def decode(
 def entries_of(blob: bytes) -> list[bytes]:
     """The encoded entries of a compressed body (the header's inline entries)."""
     return [
-        attributes.encode_json(entry).encode("utf-8") for entry in json.loads(_codec.unpack(blob))
+        attributes.encode_json(entry).encode("utf-8")
+        for entry in json.loads(compression.unpack(blob))
     ]

@@ -16,11 +16,12 @@ docs/operations/storage.md lists every item and index.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import attributes, tables
@@ -34,6 +35,8 @@ from relayflow.adapters.aws.runstore._upkeep import RunUpkeep
 from relayflow.clock import SystemClock
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 from relayflow.core.views import UnavailableValue
+from relayflow.costs.meter import UsageMeter
+from relayflow.costs.usage import RunUsage
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.payloads import UNREADABLE_PAYLOADS
 from relayflow.ports import Clock, PayloadStore, RunPage, RunQuery, VersionUsage
@@ -70,6 +73,8 @@ class DynamoDBRunStore:
             entries too large for an item are refused).
         expire_entries: Also stamp the TTL on the page items written before a run finished
             (once, by the save that ends it); without it, those items outlive their header.
+        usage: The AWS work counted per run and not saved yet: each save adds the run's to
+            the usage stored with it (None: records keep the usage they are given).
     """
 
     def __init__(
@@ -81,8 +86,10 @@ class DynamoDBRunStore:
         clock: Clock | None = None,
         payload_store: PayloadStore | None = None,
         expire_entries: bool = True,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.table_name = table_name
+        self._usage = usage
         self.retention_days = retention_days
         self._client_factory = client_factory
         self._client: DynamoDBClient | None = None
@@ -103,6 +110,7 @@ class DynamoDBRunStore:
         client_factory: Callable[[], DynamoDBClient],
         clock: Clock | None = None,
         payload_store: PayloadStore | None = None,
+        usage: UsageMeter | None = None,
     ) -> DynamoDBRunStore:
         """A store on ``RELAYFLOW_TABLE_NAME`` with the configured retention."""
         return cls(
@@ -111,6 +119,7 @@ class DynamoDBRunStore:
             retention_days=settings.retention_days,
             clock=clock,
             payload_store=payload_store,
+            usage=usage,
         )
 
     def _db(self) -> DynamoDBClient:
@@ -292,18 +301,21 @@ class DynamoDBRunStore:
         Raises:
             RunAlreadyExistsError: A run with this id exists; ``existing`` is that run.
         """
-        stored = record.model_copy(update={"version": 1})
+        with self._carrying_usage(record, None) as usage:
+            return self._insert(record.model_copy(update={"version": 1, "usage": usage}))
+
+    def _insert(self, stored: RunRecord) -> RunRecord:
         for _ in range(3):
             try:
                 state = self._write(stored, RunSnapshot(version=0), insert=True)
             except _ConditionFailed as failed:
-                existing = self._existing_from(record.id, failed.item)
+                existing = self._existing_from(stored.id, failed.item)
                 if existing is None:
                     continue  # deleted between our write and our read: try again
                 raise RunAlreadyExistsError(existing=existing) from None
-            self._keep(record.id, state)
+            self._keep(stored.id, state)
             return stored
-        raise StaleRunError(f"run {record.id} kept changing while it was being inserted")
+        raise StaleRunError(f"run {stored.id} kept changing while it was being inserted")
 
     def _existing_from(self, run_id: str, old: dict[str, Any] | None) -> RunRecord | None:
         if old is not None and "z" in old and "head" not in old and _INLINE not in old:
@@ -325,18 +337,43 @@ class DynamoDBRunStore:
                 raise StaleRunError(
                     f"run {record.id} is at version {stored}, not {expected_version}"
                 )
-        saved = record.model_copy(update={"version": expected_version + 1})
-        try:
-            new_state = self._write(saved, state, insert=False)
-        except _ConditionFailed as exc:
-            self._forget(record.id)
-            found = exc.version
-            raise StaleRunError(
-                f"run {record.id} is at version {found if found is not None else 'unknown'}, "
-                f"not {expected_version}"
-            ) from None
+        with self._carrying_usage(record, state) as usage:
+            saved = record.model_copy(update={"version": expected_version + 1, "usage": usage})
+            try:
+                new_state = self._write(saved, state, insert=False)
+            except _ConditionFailed as exc:
+                self._forget(record.id)
+                found = exc.version
+                raise StaleRunError(
+                    f"run {record.id} is at version {found if found is not None else 'unknown'}, "
+                    f"not {expected_version}"
+                ) from None
         self._keep(record.id, new_state)
+        if saved.is_terminal and self._usage is not None:
+            # The final save's own work is never recorded: nothing is held for a run that
+            # ended (a redrive starts counting again).
+            self._usage.drop(record.id)
         return saved
+
+    @contextlib.contextmanager
+    def _carrying_usage(
+        self, record: RunRecord, old: RunSnapshot | None
+    ) -> Iterator[RunUsage | None]:
+        """The usage a save of ``record`` stores: the stored run's plus what was counted for
+        it since (given back to the meter if the save fails, for the next one to carry)."""
+        if self._usage is None:
+            yield record.usage
+            return
+        taken = self._usage.take(record.id)
+        stored = old.record.usage if old is not None and old.record is not None else None
+        try:
+            if stored is None:
+                yield None if taken.is_empty else taken
+            else:
+                yield stored.plus(taken)
+        except BaseException:
+            self._usage.add(record.id, taken)
+            raise
 
     def _write(self, record: RunRecord, old: RunSnapshot, *, insert: bool) -> RunSnapshot:
         """Write what changed (inline in the header, or as pages first), then the conditional

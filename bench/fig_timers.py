@@ -79,6 +79,7 @@ def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
     from relayflow.adapters.aws import tables
     from relayflow.adapters.aws.clients import AwsClients
     from relayflow.adapters.aws.wiring import build_aws_driver
+    from relayflow.api.metrics import DiscardedMetrics
     from relayflow.drive.handlers import make_drive_handler
     from relayflow.local.queue_poller import LocalQueuePoller
     from relayflow.testing.aws import mock_aws
@@ -92,7 +93,7 @@ def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
         settings = SETTINGS.__class__(**{**SETTINGS.__dict__, "alarm_queue_url": queue_url})
         tables.create_resources(clients, settings)
         driver = build_aws_driver(settings, clients=clients, on_due=lambda run_id, wake: None)
-        drive = make_drive_handler(lambda: driver, metrics=_Silent())
+        drive = make_drive_handler(lambda: driver, metrics=DiscardedMetrics())
 
         def deliver(event: dict[str, Any]) -> Any:
             with lock:
@@ -132,14 +133,6 @@ def measure_sqs(sleeps: dict[int, int]) -> dict[int, list[float]]:
     for run_id, (sleep_ms, wake_at) in wakes.items():
         out[sleep_ms].append(float(done[run_id] - wake_at) if run_id in done else float("inf"))
     return out
-
-
-class _Silent:
-    def count(self, name: str, value: int = 1) -> None:
-        """Drop."""
-
-    def flush(self) -> None:
-        """Nothing."""
 
 
 # ----- Scheduler path, simulated clock ------------------------------------------------------

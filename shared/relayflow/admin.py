@@ -103,11 +103,13 @@ class WorkflowAdmin:
         started_after: int | None = None,
         started_before: int | None = None,
         code_version: str | None = None,
+        parent_run_id: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> RunListPage:
-        """Runs newest first, filtered (``code_version``: the build a run is on); pass
-        ``next_cursor`` back to get the next page."""
+        """Runs newest first, filtered (``code_version``: the build a run is on,
+        ``parent_run_id``: only the children of that run); pass ``next_cursor`` back to get
+        the next page."""
         statuses: tuple[str, ...] = ()
         if isinstance(status, str):
             statuses = (status,)
@@ -121,6 +123,7 @@ class WorkflowAdmin:
             started_after=started_after,
             started_before=started_before,
             code_version=code_version,
+            parent_run_id=parent_run_id,
             limit=limit,
             cursor=cursor,
         )

@@ -265,6 +265,13 @@ class Settings:
         positive_int,
         "Values whose JSON is larger (bytes) move to the payload bucket",
     )
+    deployment_name: str | None = setting(
+        "RELAYFLOW_DEPLOYMENT_NAME",
+        None,
+        text,
+        "The deployment's name (the CDK construct's `environment_name`): the `environment` "
+        "dimension of every metric the functions emit (unset: no such dimension)",
+    )
     retention_days: int = setting(
         "RELAYFLOW_RETENTION_DAYS",
         30,

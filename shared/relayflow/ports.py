@@ -48,6 +48,8 @@ class RunQuery:
     started_before: int | None = None
     #: The build (``CodeVersion.build``) the run is on.
     code_version: str | None = None
+    #: Only the children of this run (those it started with ``ctx.invoke``).
+    parent_run_id: str | None = None
     limit: int = 100
     cursor: str | None = None
 
@@ -299,7 +301,19 @@ class FlowObserver(Protocol):
     """A run observer that also counts what flow control did to runs the saves alone do not
     show (a run queued at its trigger, a run started from its key's queue)."""
 
-    def on_flow(self, counter: str, run_id: str) -> None: ...
+    def on_flow(
+        self, counter: str, run_id: str, workflow_id: str, *, queued_at: int | None = None
+    ) -> None:
+        """``counter`` happened to ``run_id`` of ``workflow_id``; a run that queued says its
+        place in its key's queue (``queued_at``, 1 is next)."""
+
+
+@runtime_checkable
+class AlarmObserver(Protocol):
+    """A run observer that also times the alarms, hand-offs and sweeps that drive runs."""
+
+    def on_alarm(self, workflow_id: str, lateness_ms: int) -> None:
+        """A run of ``workflow_id`` was driven ``lateness_ms`` after its stored wake time."""
 
 
 @runtime_checkable

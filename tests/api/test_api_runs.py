@@ -126,6 +126,7 @@ def test_list_filters_and_pages_with_real_cursors(api: Api, env: WorkflowTestEnv
         "valuesUnavailable",
         "pause",
         "redriveCount",
+        "parentRunId",
         "rerunOf",
         "codeVersion",
         "versioning",

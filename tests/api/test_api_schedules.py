@@ -57,7 +57,21 @@ def test_list_pause_resume_trigger() -> None:
     assert fired.body["status"] == "started"
     run = api.get(f"/api/runs/{fired.body['runId']}")
     assert run.body["status"] == "completed"
-    assert run.body["triggeredBy"] == {"kind": "schedule", "scheduleId": sid}
+    assert run.body["triggeredBy"] == {
+        "kind": "schedule",
+        "scheduleId": sid,
+        "scheduledTime": fired.body["scheduledTime"],
+        "manual": True,
+    }
+    listed = api.get("/api/schedules", query={"environment": "production"}).body["schedules"]
+    assert listed[0]["lastScheduledTime"] is None  # "trigger now" moves no progress
+    assert listed[0]["lastRun"] == {
+        "runId": fired.body["runId"],
+        "status": "completed",
+        "manual": True,
+        "scheduledTime": fired.body["scheduledTime"],
+        "startedAt": run.body["startedAt"],
+    }
 
 
 def test_unknown_schedules_and_environments() -> None:

@@ -75,6 +75,7 @@ def test_every_variable_is_read() -> None:
         config.ENV_VERSION_RETENTION_DAYS: "3",
         config.ENV_VERSION_RETRY_MAX: "10m",
         config.ENV_GROUP_CHECKPOINTS: "false",
+        config.ENV_DEPLOYMENT_NAME: "prod",
         config.ENV_PRICE_TABLE: '{"dynamodbWriteUnit": 0.000001}',
         "RELAYFLOW_TRACE_VIEWER_URL": "https://traces.example/{traceId}",
     }
@@ -108,6 +109,7 @@ def test_every_variable_is_read() -> None:
     assert settings.http_checkpoint_url == "https://api.example"
     assert settings.require_per_step_durability is True
     assert settings.group_checkpoints is False
+    assert settings.deployment_name == "prod"
     assert settings.price_table is not None
     assert settings.price_table.dynamodb_write_unit == 0.000001
     assert settings.trace_viewer_url == "https://traces.example/{traceId}"

@@ -167,3 +167,24 @@ def test_a_firing_through_the_drive_handler_starts_one_run(env: WorkflowTestEnv)
     assert len(env.list_runs().runs) == 1
     states = env.schedules.states.list("production")
     assert [s.last_scheduled_ms for s in states] == [START_MS + 9 * 3_600_000]
+
+
+def test_the_latest_run_and_how_it_started_are_kept_in_dynamodb(env: WorkflowTestEnv) -> None:
+    register(env, Schedule.cron("0 9 * * *", name="daily", overlap="allow"))
+    (schedule_id,) = [s.schedule_id for s in env.schedules.states.list("production")]
+    env.fire_schedule(schedule_id, "2026-03-02T09:00:00Z")
+    env.run_until_idle()
+    (scheduled,) = env.schedules.list("production")
+    assert scheduled.last_run is not None and scheduled.last_run.manual is False
+    assert scheduled.last_run.scheduled_time == "2026-03-02T09:00:00Z"
+    assert scheduled.last_run.status == "completed"
+
+    fired = env.schedules.trigger_now("production", schedule_id)
+
+    (manual,) = env.schedules.list("production")
+    assert manual.last_run is not None
+    assert (manual.last_run.run_id, manual.last_run.manual) == (fired.run_id, True)
+    assert manual.last_run.status == "completed"
+    (state,) = env.schedules.states.list("production")
+    assert state.last_run_id == fired.run_id
+    assert state.last_scheduled_ms == START_MS + 9 * 3_600_000  # a trigger now moves none

@@ -118,6 +118,23 @@ def test_listing_filters_by_the_build_a_run_is_on_across_pages(store: RunStore) 
     assert [r.id for r in live.runs] == ["r5", "r4", "r2", "r1"]
 
 
+def test_listing_the_children_of_a_run_across_pages(store: RunStore) -> None:
+    store.try_insert(record("parent", started_at=1000))
+    for n in range(5):
+        link = {"runId": "parent" if n % 2 == 0 else "other", "waitpointId": f"invoke:c{n}"}
+        store.try_insert(record(f"parent/c{n}", started_at=1001 + n, parent=link))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_runs(RunQuery(parent_run_id="parent", limit=2, cursor=cursor))
+        seen.extend(r.id for r in page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["parent/c4", "parent/c2", "parent/c0"]
+    assert store.list_runs(RunQuery(parent_run_id="parent/c0")).runs == []
+
+
 def test_live_versions_count_the_runs_not_ended_per_workflow_and_build(store: RunStore) -> None:
     def on(build: str, n: int, **fields: object) -> RunRecord:
         version = {"build": build, "function": f"fn:{build}"}

@@ -388,7 +388,8 @@ def test_a_timed_out_attempt_shows_how_long_its_code_ran_on(page: Any) -> None:
     page.wait_for_selector("#timeline svg.gantt rect.bar-overrun")
 
     [tail] = page.locator("#timeline rect.bar-overrun").all()
-    given_up = page.locator("#timeline rect.bar-err").first
+    # Attempt 2 followed: the timed-out attempt was retried, drawn amber.
+    given_up = page.locator("#timeline rect.bar-retrying").first
     assert float(tail.get_attribute("x") or 0) == pytest.approx(
         float(given_up.get_attribute("x") or 0) + float(given_up.get_attribute("width") or 0)
     )

@@ -58,7 +58,8 @@ def sample_template(sample_stack: Stack) -> Template:
 
 @pytest.fixture(scope="session")
 def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
-    """A stack exercising the other options: IAM auth, x86_64, CORS, alarm mail, all hosts."""
+    """A stack exercising the other options: IAM auth, x86_64, CORS, alarm mail, all hosts,
+    no dashboard."""
     app = App(context=NO_BUNDLING, outdir=str(tmp_path_factory.mktemp("variant-out")))
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     stack = Stack(app, "Variant")
@@ -84,6 +85,7 @@ def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
             alarm_email="ops@example.com",
             bundle=LambdaBundle(workflow_paths=(ROOT / "examples",)),
             http_checkpoints=True,
+            dashboard=False,
         ),
     )
     return stack

@@ -121,6 +121,7 @@ class Backend:
         limit: int,
         cursor: str | None,
         code_version: str | None = None,
+        parent_run_id: str | None = None,
     ) -> RunListPage:
         """One page of runs, newest first."""
         return self.admin.list_runs(
@@ -131,6 +132,7 @@ class Backend:
             started_after=started_after,
             started_before=started_before,
             code_version=code_version,
+            parent_run_id=parent_run_id,
             limit=limit,
             cursor=cursor,
         )

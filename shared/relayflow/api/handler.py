@@ -18,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from relayflow.api.app import RelayflowResolver, create_app
-from relayflow.api.metrics import MetricsSink
+from relayflow.api.metrics import EmfMetrics, MetricsSink
 from relayflow.api.settings import ApiSettings
 from relayflow.config import Settings
 from relayflow.deployment import Handler, Lazy, build_driver_from_env
@@ -48,7 +48,7 @@ def build_app_from_env(
         workflow_driver.admin,
         auth=api.authenticator(),
         cors=api.cors(),
-        metrics=metrics,
+        metrics=metrics or EmfMetrics(environment=settings.deployment_name),
         hand_off=True,
         inline_budget_ms=settings.inline_drive_budget_ms,
         checkpoint_capabilities=capability_signer(settings),

@@ -382,6 +382,9 @@ class RunSummaryView(ResponseModel):
     )
     pause: PauseView | None = Field(default=None, description="set while the run is paused")
     redrive_count: int = 0
+    parent_run_id: str | None = Field(
+        default=None, description="the run that started this one (ctx.invoke); absent at top level"
+    )
     rerun_of: RerunOriginView | None = None
     code_version: CodeVersionView | None = Field(
         default=None, description="the code the run is on (absent before the first answer)"

@@ -171,6 +171,7 @@ def run_summary(item: RunSummary) -> RunSummaryView:
             "values_unavailable": [_dump(v) for v in item.values_unavailable],
             "pause": _dump(item.pause),
             "redrive_count": item.redrive_count,
+            "parent_run_id": item.parent_run_id,
             "rerun_of": _dump(item.rerun_of),
             **_version_fields(item),
         }

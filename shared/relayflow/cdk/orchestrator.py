@@ -22,6 +22,7 @@ from relayflow.adapters.aws.rate_limits import PARTITION_PREFIX as RATE_LIMIT_PA
 from relayflow.api import settings as api_settings
 from relayflow.cdk.api import RelayflowHttpApi
 from relayflow.cdk.bundling import BundleError, LambdaBundle, lambda_code
+from relayflow.cdk.dashboard import RelayflowDashboard
 from relayflow.cdk.functions import (
     ALIAS_NAME,
     FunctionHandlers,
@@ -167,6 +168,19 @@ class RelayflowOrchestrator(Construct):
             alarm_email=props.alarm_email,
             alarm_topic=props.alarm_topic,
         )
+        self.dashboard = (
+            RelayflowDashboard(
+                self,
+                "Dashboard",
+                environment_name=props.environment_name,
+                functions=self.functions.functions,
+                runs_table=self.storage.runs_table,
+                alarm_queue=self.timers.alarm_queue,
+                dead_letter_queue=self.scheduling.dead_letter_queue,
+            )
+            if props.dashboard
+            else None
+        )
         self._acknowledge_findings()
         self._outputs()
 
@@ -208,6 +222,7 @@ class RelayflowOrchestrator(Construct):
             config.ENV_ALARM_QUEUE_URL: self.timers.alarm_queue.queue_url,
             config.ENV_RECURRING_SCHEDULE_GROUP: self.timers.schedule_group_name,
             config.ENV_RETENTION_DAYS: str(self.props.run_retention_days),
+            config.ENV_DEPLOYMENT_NAME: self.props.environment_name,
         }
         env.update(self._dispatch_environment())
         return env

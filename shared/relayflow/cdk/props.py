@@ -140,6 +140,9 @@ class RelayflowOrchestratorProps:
         removal_policy: What happens to the table and buckets when the stack is deleted.
         alarm_email: Address subscribed to the alarm topic; `None` for no subscription.
         alarm_topic: Existing topic alarms notify; overrides `alarm_email`.
+        dashboard: Create the CloudWatch dashboard `relayflow-<environment_name>` (runs,
+            steps, queue depth and alarm lateness per workflow; Lambda, DynamoDB and SQS
+            health). Off: no dashboard (the metrics are emitted all the same).
         log_retention: How long function and API access logs are kept.
         sweeper_interval: How often the sweeper looks for runs whose alarm was missed or
             whose holder died (whole minutes, at least one: Scheduler's finest rate). A run
@@ -170,6 +173,7 @@ class RelayflowOrchestratorProps:
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
     alarm_email: str | None = None
     alarm_topic: sns.ITopic | None = None
+    dashboard: bool = True
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     sweeper_interval: Duration = field(default_factory=lambda: Duration.minutes(1))
     api_throttle_rate: int = 50

@@ -318,3 +318,8 @@ class RunRecord(RecordModel):
     def from_document(cls, doc: dict[str, Any]) -> RunRecord:
         """Rebuild a record from its stored form."""
         return cls.model_validate(doc)
+
+
+def is_child_of(record: RunRecord, run_id: str) -> bool:
+    """Whether ``record`` is a run that ``run_id`` started with ``ctx.invoke``."""
+    return record.parent is not None and record.parent.run_id == run_id

@@ -124,6 +124,17 @@ def _step_value(
     return None
 
 
+def _attempt_outcome(step: StepJournalEntry, attempt: StepAttempt | None) -> str:
+    """An attempt's outcome; the failed last attempt of a step waiting for its next attempt
+    reads ``retrying``: it did not fail the step."""
+    if attempt is None:
+        return step.status
+    last = step.attempts[-1] if step.attempts else None
+    if step.status == "retrying" and attempt is last and attempt.status == "err":
+        return "retrying"
+    return attempt.status
+
+
 def _step_entries(
     step_id: str,
     step: StepJournalEntry,
@@ -153,7 +164,7 @@ def _step_entries(
                 kind=step.kind if step.kind != "step" else None,
                 started_at=a.started_at if a is not None else step.started_at,
                 ended_at=a.finished_at if a is not None else step.finished_at,
-                outcome=a.status if a is not None else step.status,
+                outcome=_attempt_outcome(step, a),
                 error=error,
                 name=name,
                 token_id=token_id,

@@ -81,6 +81,8 @@ class RunSummary(RecordModel):
     pause: PauseState | None = None
     #: How often the run was redriven.
     redrive_count: int = 0
+    #: The run that started this one with ``ctx.invoke`` (None for a top-level run).
+    parent_run_id: str | None = None
     #: The run this one reruns from a step, and the step.
     rerun_of: RerunOrigin | None = None
     #: The code the run is on (see docs/guides/versioning.md), how its workflow meets new
@@ -118,7 +120,6 @@ class RunDetail(RunSummary):
     duration_ms: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     children: list[str] = Field(default_factory=list)
-    parent_run_id: str | None = None
     pending_waits: list[str] = Field(default_factory=list)
     compensations: list[CompensationReport] = Field(default_factory=list)
     #: Set when a cancel asked for compensation and none ran: the reason.
@@ -203,6 +204,7 @@ def summary(record: RunRecord, unavailable: Iterable[UnavailableValue] = ()) -> 
         environment=record.environment,
         pause=record.pause,
         redrive_count=record.redrive_count,
+        parent_run_id=record.parent.run_id if record.parent else None,
         rerun_of=record.rerun_of,
         code_version=record.code_version,
         versioning=record.versioning,
@@ -337,7 +339,6 @@ def detail(
         duration_ms=max(0, ended - record.started_at) if ended is not None else None,
         metadata=dict(record.metadata),
         children=[c.run_id for c in record.children],
-        parent_run_id=record.parent.run_id if record.parent else None,
         pending_waits=[w.client_waitpoint_id for w in record.pending_waitpoints],
         compensations=list(record.compensations),
         compensation_skipped=record.compensation_skipped,

@@ -93,7 +93,9 @@ def _budgeted(
     """A function's handler: ``work`` on the driver (built on first use, its engine counting
     into the metrics sink) within ``budget_ms`` capped by the function's remaining time less
     the margin; the metrics and spans are flushed after every event, whatever happened."""
-    sink = Lazy(lambda: metrics or EmfMetrics(service=service))
+    sink = Lazy(
+        lambda: metrics or EmfMetrics(service=service, environment=settings().deployment_name)
+    )
     driver = Lazy(lambda: _observed(factory(), sink.get()))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from relayflow.leases import LeaseKeeper
 from relayflow.operations.ports import AuditLog, WorkflowPauses
 from relayflow.ports import (
     AlarmClock,
+    AlarmObserver,
     CheckpointLog,
     Clock,
     DispatcherResolver,
@@ -166,14 +167,30 @@ class EngineBase:
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 
-    def _flow_event(self, counter: str, run_id: str) -> None:
-        """Tell the observers that count flow control (``FlowObserver``) that ``run_id`` was
-        queued, started from its queue, debounced... (``counter``, an observability name)."""
+    def _flow_event(
+        self, counter: str, run_id: str, workflow_id: str, *, queued_at: int | None = None
+    ) -> None:
+        """Tell the observers that count flow control (``FlowObserver``) that ``run_id`` of
+        ``workflow_id`` was queued (at place ``queued_at`` of its key's queue), started from
+        its queue, debounced... (``counter``, an observability name)."""
         for observer in self._observers:
             if not isinstance(observer, FlowObserver):
                 continue
             try:
-                observer.on_flow(counter, run_id)
+                observer.on_flow(counter, run_id, workflow_id, queued_at=queued_at)
+            except Exception:  # an observer never breaks a drive
+                _log.exception("run observer failed")
+
+    def _alarm_fired(self, record: RunRecord, now: int) -> None:
+        """Tell the observers that time (``AlarmObserver``) that the run's alarm, hand-off or
+        sweep drove it at ``now``, against its stored wake time."""
+        if record.wake_at is None:
+            return
+        for observer in self._observers:
+            if not isinstance(observer, AlarmObserver):
+                continue
+            try:
+                observer.on_alarm(record.workflow_id, max(0, now - record.wake_at))
             except Exception:  # an observer never breaks a drive
                 _log.exception("run observer failed")
 

@@ -25,7 +25,7 @@ from relayflow.flow import admission
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.errors import CONCURRENCY_REPLACED
 from relayflow.flow.ports import ConcurrencySlots, SlotHolder, SlotScope
-from relayflow.observability import FLOW_DEQUEUED, FLOW_QUEUED
+from relayflow.observability import FLOW_DEQUEUED, FLOW_QUEUED, RUNS_STARTED
 
 _log = logging.getLogger("relayflow.engine")
 
@@ -85,9 +85,11 @@ class ConcurrencyGate(EffectApplier):
         if decided.replaces is not None:
             self._replace(decided.replaces, stored.id)
         if not decided.start:
-            self._flow_event(FLOW_QUEUED, stored.id)
+            self._flow_event(FLOW_QUEUED, stored.id, stored.workflow_id, queued_at=decided.position)
             return stored
         if not save_start:
+            # Its save shows it running already: the observers learn of the start here.
+            self._flow_event(RUNS_STARTED, stored.id, stored.workflow_id)
             return started(stored, self.clock.now_ms())
         return self._start_queued(stored.id, Work())
 
@@ -156,12 +158,12 @@ class ConcurrencyGate(EffectApplier):
         except Exception:
             _log.exception("run %s ended but its concurrency slot could not be passed on", ended.id)
 
-    def _pass_on(self, run_ids: list[str], *, kept: str | None = None) -> bool:
+    def _pass_on(self, workflow_id: str, run_ids: list[str], *, kept: str | None = None) -> bool:
         """Start the queued runs a release gave slots to and hand them off to be driven,
         except ``kept``, which the caller starts; True when ``kept`` was among them."""
         got_slot = False
         for run_id in run_ids:
-            self._flow_event(FLOW_DEQUEUED, run_id)
+            self._flow_event(FLOW_DEQUEUED, run_id, workflow_id)
             if run_id == kept:
                 got_slot = True
                 continue
@@ -188,7 +190,7 @@ class ConcurrencyGate(EffectApplier):
             given = admission.release(
                 slots, scope, holder.run_id, declared, now_ms=self.clock.now_ms()
             )
-            got_slot = self._pass_on(given, kept=waiting) or got_slot
+            got_slot = self._pass_on(scope.workflow_id, given, kept=waiting) or got_slot
         return got_slot
 
     def declared_concurrency(self, workflow_id: str, environment: str) -> Concurrency | None:
@@ -210,5 +212,5 @@ class ConcurrencyGate(EffectApplier):
         scope = SlotScope(workflow_id, key)
         now = self.clock.now_ms()
         started_ids = admission.release(self.slots, scope, run_id, declared, now_ms=now)
-        self._pass_on(started_ids)
+        self._pass_on(workflow_id, started_ids)
         return started_ids

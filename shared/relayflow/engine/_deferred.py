@@ -73,7 +73,7 @@ class DeferredStarts(ConcurrencyGate):
         burst_spec = replace(spec, run_id=decision.run_id, input=decision.input)
         if decision.opened:
             return None, burst_spec, burst
-        self._flow_event(FLOW_DEBOUNCED, decision.run_id)
+        self._flow_event(FLOW_DEBOUNCED, decision.run_id, spec.workflow_id)
         return self.runs.get(decision.run_id), burst_spec, burst
 
     def _require_debouncer(self) -> Debouncer:

@@ -377,6 +377,7 @@ class Engine(RunOperations, InvocationCycle):
             if record.wake_at is not None and record.lease is None:
                 self.alarms.arm(run_id, record.wake_at)
             return record
+        self._alarm_fired(record, now)
         with self._watching(record) as watched:
             self._run(Work([run_id], known=[record]))
             latest = watched[run_id]
@@ -404,23 +405,25 @@ class Engine(RunOperations, InvocationCycle):
         before = self.clock.now_ms() if now is None else now
         due = self.runs.due_runs(before, limit)
         for run_id in due:
-            if self._in_flight(run_id):
+            header = self._not_in_flight(run_id)
+            if header is None:
                 continue
+            self._alarm_fired(header, self.clock.now_ms())
             if self._time_for_invocation(self.clock.now_ms()):
                 self._run(Work([run_id]), mark_leased=False)
             else:
                 self.hand_off(run_id)
         return due
 
-    def _in_flight(self, run_id: str) -> bool:
-        """Leased by a live holder (or gone): judged from the header alone, so the sweeper
-        does not read the whole of every run in flight (their wake entry may be due) on
-        each pass."""
+    def _not_in_flight(self, run_id: str) -> RunRecord | None:
+        """The run's header, unless it is leased by a live holder (or gone): judged from the
+        header alone, so the sweeper does not read the whole of every run in flight (their
+        wake entry may be due) on each pass."""
         header = self.runs.get_header(run_id)
         if header is None or header.is_terminal:
-            return True
+            return None
         lease = header.lease
-        return lease is not None and lease.expires_at > self.clock.now_ms()
+        return None if lease is not None and lease.expires_at > self.clock.now_ms() else header
 
     def recover(self, run_id: str) -> RunRecord | None:
         """Drive again a run whose holder died, from its last saved record."""

@@ -29,6 +29,7 @@ from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.rate_limits import DynamoDBRateLimiter
 from relayflow.adapters.aws.tables import create_resources
 from relayflow.adapters.aws.wiring import build_aws_driver
+from relayflow.api.metrics import DiscardedMetrics
 from relayflow.cli.app_loader import build_app_manifest, load_app
 from relayflow.clock import wall_ms
 from relayflow.config import DispatchTarget, Settings, SigningMode
@@ -336,7 +337,7 @@ class DevStack:
                 driver,
                 driver.admin,
                 auth=auth,
-                metrics=_SilentMetrics(),
+                metrics=DiscardedMetrics(),
                 logger=quiet,
                 # As deployed: the api drives nothing, the drive function (run here on the
                 # local Lambda client's threads) does, within its budget.
@@ -348,7 +349,7 @@ class DevStack:
             )
         )
         self._drive_handler = make_drive_handler(
-            lambda: driver, metrics=_SilentMetrics(), settings=lambda: self.settings
+            lambda: driver, metrics=DiscardedMetrics(), settings=lambda: self.settings
         )
         self._sweeper_handler = make_sweeper_handler(lambda: driver, settings=lambda: self.settings)
         payloads = S3PayloadStore(
@@ -481,16 +482,6 @@ class LocalAwsClients(AwsClients):
         if service != "dynamodb":
             return config
         return config.merge(Config(signature_version=UNSIGNED, parameter_validation=False))
-
-
-class _SilentMetrics:
-    """Counters are dropped locally (EMF lines would drown the transition log)."""
-
-    def count(self, name: str, value: int = 1) -> None:
-        """Drop a counter."""
-
-    def flush(self) -> None:
-        """Nothing to flush."""
 
 
 def console_writer(stream: TextIO | None = None) -> Callable[[str], None]:

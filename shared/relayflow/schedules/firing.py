@@ -141,7 +141,7 @@ class ScheduleFirer:
                     continue  # another firing or an operator changed it: decide again
             if outcome is not None:
                 return outcome
-            return self._start(spec, scheduled_ms, run_id, drive=True)
+            return self._start(spec, scheduled_ms, run_id, drive=True, manual=manual)
         raise StaleScheduleError(self.states.get(environment, schedule_id))
 
     def _decide(
@@ -181,7 +181,7 @@ class ScheduleFirer:
         if overlap != "allow":
             progress["active_run_id"] = run_id
             progress["claimed_at_ms"] = self.engine.clock.now_ms()
-        return state.but(**progress), None
+        return state.but(last_run_id=run_id, **progress), None
 
     def _active(self, state: ScheduleState) -> bool:
         """Whether the run the schedule last started is still going (or still starting)."""
@@ -202,7 +202,10 @@ class ScheduleFirer:
             queued = state.queued_ms
             run_id = self.run_id_of(spec, queued)
             claimed = state.but(
-                queued_ms=None, active_run_id=run_id, claimed_at_ms=self.engine.clock.now_ms()
+                queued_ms=None,
+                active_run_id=run_id,
+                claimed_at_ms=self.engine.clock.now_ms(),
+                last_run_id=run_id,
             )
             try:
                 self.states.save(claimed, expected_version=state.version)
@@ -212,9 +215,23 @@ class ScheduleFirer:
         return None
 
     def _start(
-        self, spec: ScheduleSpec, scheduled_ms: int, run_id: str, *, drive: bool
+        self,
+        spec: ScheduleSpec,
+        scheduled_ms: int,
+        run_id: str,
+        *,
+        drive: bool,
+        manual: bool = False,
     ) -> FiringResult:
-        trigger = RunTrigger.model_validate({"kind": "schedule", "scheduleId": spec.schedule_id})
+        # The run's trigger tells a "trigger now" from a firing of the schedule's own.
+        fields: dict[str, object] = {
+            "kind": "schedule",
+            "scheduleId": spec.schedule_id,
+            "scheduledTime": iso_utc(scheduled_ms),
+        }
+        if manual:
+            fields["manual"] = True
+        trigger = RunTrigger.model_validate(fields)
         input_value = spec.schedule.input
         run_spec = TriggerSpec(
             workflow_id=spec.workflow_id,

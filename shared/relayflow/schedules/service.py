@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayflow.errors import StaleScheduleError, ValidationError
-from relayflow.ports import Clock, ManifestStore
+from relayflow.ports import Clock, ManifestStore, RunStore
 from relayflow.protocol import ENVIRONMENTS
 from relayflow.schedules.firing import FiringResult, QueuedFiringRelease, ScheduleFirer
 from relayflow.schedules.reconcile import (
@@ -27,12 +27,56 @@ _RACES = 50
 
 
 @dataclass(frozen=True)
+class LastRun:
+    """The run the schedule's latest firing started, as it stands now."""
+
+    run_id: str
+    #: None while the run is not stored yet (its firing is under way).
+    status: str | None
+    #: Started by "trigger now", not by a firing of the schedule's own.
+    manual: bool
+    scheduled_time: str | None
+    started_at: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON."""
+        return {
+            "runId": self.run_id,
+            "status": self.status,
+            "manual": self.manual,
+            "scheduledTime": self.scheduled_time,
+            "startedAt": self.started_at,
+        }
+
+
+def last_run(runs: RunStore, state: ScheduleState | None) -> LastRun | None:
+    """The run ``state`` names as its latest (the active run for states stored before they
+    kept the latest), read from the run store: its status and how it was triggered."""
+    run_id = (state.last_run_id or state.active_run_id) if state is not None else None
+    if run_id is None:
+        return None
+    record = runs.get(run_id)
+    if record is None:
+        return LastRun(run_id, None, False, None, None)
+    extra = record.triggered_by.model_extra or {}
+    scheduled = extra.get("scheduledTime")
+    return LastRun(
+        run_id=run_id,
+        status=record.status,
+        manual=extra.get("manual") is True,
+        scheduled_time=scheduled if isinstance(scheduled, str) else None,
+        started_at=record.started_at,
+    )
+
+
+@dataclass(frozen=True)
 class ScheduleView:
     """A schedule as ``GET /api/schedules`` shows it."""
 
     spec: ScheduleSpec
     state: ScheduleState | None
     next_fire_times: list[int]
+    last_run: LastRun | None = None
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -55,6 +99,7 @@ class ScheduleView:
                 else None
             ),
             "activeRunId": state.active_run_id if state else None,
+            "lastRun": self.last_run.to_json() if self.last_run is not None else None,
             "queuedTime": iso_utc(state.queued_ms) if state and state.queued_ms else None,
             "schedulerName": self.spec.scheduler_name,
             "nextFireTimes": [iso_utc(ms) for ms in self.next_fire_times],
@@ -104,7 +149,14 @@ class ScheduleService:
         views = []
         for spec in manifest_schedules(manifest, environment):
             state = self.states.get(environment, spec.schedule_id)
-            views.append(ScheduleView(spec, state, spec.fire_times(state, now, count)))
+            views.append(
+                ScheduleView(
+                    spec,
+                    state,
+                    spec.fire_times(state, now, count),
+                    last_run(self.firer.engine.runs, state),
+                )
+            )
         return views
 
     def get(self, environment: str, schedule_id: str) -> ScheduleView:
@@ -116,7 +168,10 @@ class ScheduleService:
         spec = self.firer.spec(_environment(environment), schedule_id)
         state = self.states.get(environment, schedule_id)
         return ScheduleView(
-            spec, state, spec.fire_times(state, self.clock.now_ms(), NEXT_FIRE_TIMES)
+            spec,
+            state,
+            spec.fire_times(state, self.clock.now_ms(), NEXT_FIRE_TIMES),
+            last_run(self.firer.engine.runs, state),
         )
 
     def pause(self, environment: str, schedule_id: str) -> ScheduleView:

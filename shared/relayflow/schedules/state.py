@@ -25,6 +25,8 @@ class ScheduleState:
             counts as starting).
         queued_ms: The scheduled time of a firing waiting for the active run (``queue``).
         fired: A one-shot (``at``) schedule has fired.
+        last_run_id: The run the latest firing started, scheduled or "trigger now" (its
+            trigger tells which), whatever the overlap policy.
         version: Optimistic-concurrency version (0: not stored yet).
     """
 
@@ -37,6 +39,7 @@ class ScheduleState:
     claimed_at_ms: int | None = None
     queued_ms: int | None = None
     fired: bool = False
+    last_run_id: str | None = None
     version: int = 0
 
     def but(self, **changes: object) -> ScheduleState:

@@ -119,3 +119,32 @@ def test_the_detail_carries_what_operators_did() -> None:
     assert [a.id for a in view.actions] == ["k-1", "k-2", "k-3"]
     assert view.redrive_count == 1 and list(view.redrives[0].steps) == ["charge"]
     assert view.pause is None and view.rerun_of is None and view.reruns == []
+
+
+def test_a_failed_attempt_waiting_for_its_retry_reads_retrying_not_failed() -> None:
+    def attempt(n: int) -> StepAttempt:
+        at = T0 + 100 * n
+        return StepAttempt(
+            attempt=n, status="err", started_at=at, finished_at=at + 5, error=BANK_DOWN
+        )
+
+    waiting = StepJournalEntry(
+        status="retrying", attempt=2, started_at=T0 + 100, attempts=[attempt(1), attempt(2)]
+    )
+    failed = StepJournalEntry(
+        status="err",
+        error=BANK_DOWN,
+        attempt=2,
+        started_at=T0 + 100,
+        finished_at=T0 + 205,
+        attempts=[attempt(1), attempt(2)],
+    )
+    for entry, outcomes in ((waiting, ["err", "retrying"]), (failed, ["err", "err"])):
+        record = RunRecord(
+            id="run_retry",
+            workflow_id="ops.flaky",
+            status="waiting",
+            started_at=T0,
+            journal=Journal(step_results={"charge": entry}),
+        )
+        assert [e.outcome for e in timeline(record) if e.type == "step"] == outcomes

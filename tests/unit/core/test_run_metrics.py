@@ -6,16 +6,21 @@ from collections import Counter
 from typing import Any
 
 from relayflow import FatalError, RetryPolicy, workflow
-from relayflow.observability import RUNS_COMPLETED, RUNS_FAILED, STEPS_RETRIED, RunMetrics
+from relayflow.api.metrics import RecordingMetrics
+from relayflow.observability import (
+    QUEUE_DEPTH,
+    RUNS_COMPLETED,
+    RUNS_FAILED,
+    RUNS_STARTED,
+    STEPS_ATTEMPTS,
+    STEPS_RETRIED,
+    RunMetrics,
+)
 from relayflow.testing import WorkflowTestEnv
 
 
-class Counts:
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def count(self, name: str, value: int = 1) -> None:
-        self.counts[name] += value
+class Counts(RecordingMetrics):
+    """Counts and gauges in memory."""
 
 
 attempts: list[int] = []
@@ -53,7 +58,26 @@ def test_run_ends_and_step_retries_are_counted_once_each() -> None:
     env.trigger("metrics.broken", {})
 
     assert env.get_run(run.id).output == "ok"
-    assert counts.counts == Counter({RUNS_COMPLETED: 1, RUNS_FAILED: 1, STEPS_RETRIED: 2})
+    assert counts.counts == Counter(
+        {
+            RUNS_STARTED: 2,
+            RUNS_COMPLETED: 1,
+            RUNS_FAILED: 1,
+            STEPS_ATTEMPTS: 4,
+            STEPS_RETRIED: 2,
+        }
+    )
+    assert counts.by_workflow == Counter(
+        {
+            (RUNS_STARTED, "metrics.flaky"): 1,
+            (RUNS_COMPLETED, "metrics.flaky"): 1,
+            (STEPS_ATTEMPTS, "metrics.flaky"): 3,
+            (STEPS_RETRIED, "metrics.flaky"): 2,
+            (RUNS_STARTED, "metrics.broken"): 1,
+            (RUNS_FAILED, "metrics.broken"): 1,
+            (STEPS_ATTEMPTS, "metrics.broken"): 1,
+        }
+    )
 
 
 def test_a_failing_observer_never_breaks_a_run() -> None:
@@ -87,6 +111,8 @@ def test_flow_control_is_counted_queued_started_from_the_queue_and_rate_limited(
     assert counts.counts[RUNS_COMPLETED] == 3
     assert (counts.counts[FLOW_QUEUED], counts.counts[FLOW_DEQUEUED]) == (1, 1)
     assert counts.counts[FLOW_RATE_LIMITED] == 2, "the second and third call waited"
+    assert counts.counts[RUNS_STARTED] == 3, "the queued run counts once, when it starts"
+    assert counts.measured[(QUEUE_DEPTH, "metrics.limited")] == [1]
 
 
 def test_delayed_and_expired_runs_are_counted_from_their_saves() -> None:
@@ -112,6 +138,7 @@ def test_delayed_and_expired_runs_are_counted_from_their_saves() -> None:
     metrics.on_saved(expired, expired)
 
     assert (counts.counts[FLOW_DELAYED], counts.counts[FLOW_EXPIRED]) == (1, 1)
+    assert counts.counts[RUNS_STARTED] == 0, "a run that expired before it started never did"
 
 
 def test_debounced_triggers_and_the_delayed_burst_run_are_counted() -> None:
@@ -134,3 +161,26 @@ def test_debounced_triggers_and_the_delayed_burst_run_are_counted() -> None:
     assert {run.id for run in runs} == {runs[0].id}
     assert (counts.counts[FLOW_DEBOUNCED], counts.counts[FLOW_DELAYED]) == (2, 1)
     assert counts.counts[RUNS_COMPLETED] == 1
+    assert counts.counts[RUNS_STARTED] == 1
+
+
+def test_a_run_held_by_its_paused_workflow_starts_when_resumed() -> None:
+    from relayflow.core.record import PauseState, RunRecord
+
+    counts = Counts()
+    metrics = RunMetrics(counts)
+    held = RunRecord.model_validate(
+        {"id": "r1", "workflowId": "w", "status": "paused", "startedAt": 0}
+    ).model_copy(update={"pause": PauseState(at=0, by="ops", resume_to="start")})
+    metrics.on_saved(None, held)
+    assert counts.counts[RUNS_STARTED] == 0
+
+    resumed = held.model_copy(update={"status": "running", "pause": None})
+    metrics.on_saved(held, resumed)
+    paused_mid_run = resumed.model_copy(
+        update={"status": "paused", "pause": PauseState(at=1, by="ops", resume_to="running")}
+    )
+    metrics.on_saved(resumed, paused_mid_run)
+    metrics.on_saved(paused_mid_run, resumed)
+
+    assert counts.by_workflow[(RUNS_STARTED, "w")] == 1

@@ -137,7 +137,10 @@ def test_advance_two_days_runs_a_daily_schedule_twice() -> None:
     detail = env.get_run(runs[0].id)
     assert detail.output == {"x": 1}
     assert detail.triggered_by.kind == "schedule"
-    assert detail.triggered_by.model_extra == {"scheduleId": sid}
+    assert detail.triggered_by.model_extra == {
+        "scheduleId": sid,
+        "scheduledTime": "2026-03-02T09:00:00Z",
+    }
     assert detail.started_at == START_MS + 9 * 3_600_000
 
 

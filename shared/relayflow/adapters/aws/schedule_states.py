@@ -38,6 +38,8 @@ def to_item(state: ScheduleState) -> dict[str, Any]:
             item[attr] = {"N": str(value)}
     if state.active_run_id is not None:
         item["activeRunId"] = {"S": state.active_run_id}
+    if state.last_run_id is not None:
+        item["lastRunId"] = {"S": state.last_run_id}
     return item
 
 
@@ -51,6 +53,7 @@ def from_item(item: dict[str, Any]) -> ScheduleState:
         paused=bool(item["paused"]["BOOL"]),
         fired=bool(item.get("fired", {}).get("BOOL", False)),
         active_run_id=item["activeRunId"]["S"] if "activeRunId" in item else None,
+        last_run_id=item["lastRunId"]["S"] if "lastRunId" in item else None,
         version=int(item["version"]["N"]),
         **ints,
     )

@@ -7,7 +7,7 @@ import threading
 from typing import NamedTuple
 
 from relayflow.core.cursors import decode_cursor, encode_cursor
-from relayflow.core.record import RunRecord
+from relayflow.core.record import RunRecord, is_child_of
 from relayflow.core.versions import build_of, pinned_function
 from relayflow.errors import RunAlreadyExistsError, StaleRunError, ValidationError
 from relayflow.ports import RunPage, RunQuery, VersionUsage
@@ -24,6 +24,8 @@ def matches_query(record: RunRecord, query: RunQuery) -> bool:
     if query.tag is not None and query.tag not in record.tags:
         return False
     if query.code_version is not None and build_of(record) != query.code_version:
+        return False
+    if query.parent_run_id is not None and not is_child_of(record, query.parent_run_id):
         return False
     if query.started_after is not None and record.started_at < query.started_after:
         return False

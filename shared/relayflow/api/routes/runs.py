@@ -197,6 +197,15 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 description="runs on this build (codeVersion.build of a run)",
             ),
         ] = None,
+        parent: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=512,
+                description="only the child runs this run started (parentRunId of a run); "
+                "pass the parent's start as since to read less",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[
             str | None,
@@ -214,6 +223,7 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 limit=limit,
                 cursor=cursor,
                 code_version=code_version,
+                parent_run_id=parent,
             )
         except ValidationError as exc:
             raise ApiError(400, "invalid_query", exc.message) from None

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import Field
 
 from relayflow.api.auth import RUNS_READ, RUNS_WRITE
 from relayflow.api.context import ApiContext
@@ -19,6 +20,20 @@ _READ = [{"bearerAuth": [RUNS_READ]}]
 _WRITE = [{"bearerAuth": [RUNS_WRITE]}]
 ScheduleId = Annotated[str, Path(description="the schedule id (sch_...)")]
 EnvironmentQuery = Annotated[Environment, Query(description="the environment (production)")]
+
+
+class LastRunView(ResponseModel):
+    """The run the schedule's latest firing started and how it stands now."""
+
+    run_id: str
+    status: str | None = Field(
+        default=None, description="the run's status now; null while it is not stored yet"
+    )
+    manual: bool = Field(description='started by "trigger now", not by a scheduled firing')
+    scheduled_time: str | None = Field(
+        default=None, description="the time the firing was for (a trigger now: when it was asked)"
+    )
+    started_at: int | None = Field(default=None, description="epoch milliseconds")
 
 
 class ScheduleDetailView(ResponseModel):
@@ -35,7 +50,15 @@ class ScheduleDetailView(ResponseModel):
     paused: bool
     fired: bool
     last_scheduled_time: str | None = None
-    active_run_id: str | None = None
+    active_run_id: str | None = Field(
+        default=None,
+        description="the run the overlap policy last waited on (it may have ended since)",
+    )
+    last_run: LastRunView | None = Field(
+        default=None,
+        description="the run the latest firing started (scheduled or trigger now), with its "
+        "status now",
+    )
     queued_time: str | None = None
     scheduler_name: str
     next_fire_times: list[str]

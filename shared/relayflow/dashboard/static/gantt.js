@@ -50,11 +50,24 @@ function isAbandoned(entry, finished) {
   return (finished && isOpen(entry)) || (entry.type === "wait" && entry.outcome === "cancelled");
 }
 
-function barClass(entry, finished) {
+const FAILED = new Set(["err", "error", "timed_out"]);
+
+// A failed step attempt that another attempt followed (or follows: the step waits for it) was
+// retried: drawn amber, without the cross kept for the attempt that failed the step for good.
+function retried(entry, row) {
+  if (entry.type !== "step") return false;
+  if (entry.outcome === "retrying") return true;
+  if (!FAILED.has(entry.outcome)) return false;
+  const attempt = entry.attempt ?? 1;
+  return row.entries.some((e) => (e.redrive ?? null) === (entry.redrive ?? null) && (e.attempt ?? 1) > attempt);
+}
+
+function barClass(entry, finished, row) {
   if (entry.type === "action") return "bar-action";
   if (entry.redrive != null) return "bar-redriven";
   if (isAbandoned(entry, finished)) return "bar-abandoned";
   if (entry.type === "wait") return entry.outcome === "pending" ? "bar-pending" : entry.outcome === "resolved" ? "bar-wait" : `bar-${entry.outcome}`;
+  if (retried(entry, row)) return "bar-retrying";
   return `bar-${entry.outcome}`;
 }
 
@@ -94,8 +107,20 @@ function rerunButton(x, y, stepId, open) {
   return button;
 }
 
-// ``onRerun(entry)``: the handler that reruns from the entry's step, or null where not offered.
-export function ganttChart(entries, { start, end, finished = false, width = 900, onRerun = null }) {
+// A step's bar opens its detail on click, Enter or Space.
+function selectable(bar, entry, onSelect) {
+  bar.setAttribute("role", "button");
+  bar.setAttribute("tabindex", "0");
+  bar.setAttribute("aria-label", `Show step ${entry.id}, attempt ${entry.attempt ?? 1}`);
+  bar.classList.add("selectable");
+  bar.dataset.step = entry.id;
+  bar.dataset.attempt = String(entry.attempt ?? 1);
+  bar.addEventListener("click", () => onSelect(entry));
+  bar.addEventListener("keydown", (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); onSelect(entry); } });
+}
+
+// ``onSelect(entry)``: opens a step attempt's detail. ``onRerun(entry)``: the handler that reruns from the entry's step, or null where not offered.
+export function ganttChart(entries, { start, end, finished = false, width = 900, onRerun = null, onSelect = null }) {
   const list = rows(entries);
   const labelWidth = width < 560 ? 120 : 220;
   const extra = onRerun ? RERUN_WIDTH : 0;
@@ -106,7 +131,7 @@ export function ganttChart(entries, { start, end, finished = false, width = 900,
   const span = Math.max(1, t1 - t0);
   const x = (t) => labelWidth + ((t - t0) / span) * plot;
   const height = AXIS + list.length * ROW + 6;
-  const chart = svg("svg", { class: "gantt", width: labelWidth + plot + 16 + extra, height, role: onRerun ? "group" : "img",
+  const chart = svg("svg", { class: "gantt", width: labelWidth + plot + 16 + extra, height, role: onRerun || onSelect ? "group" : "img",
     "aria-label": `Timeline: ${list.length} rows over ${formatDuration(span)}` });
   const axis = svg("g", { class: "axis" });
   const step = niceStep(span);
@@ -135,15 +160,17 @@ export function ganttChart(entries, { start, end, finished = false, width = 900,
         group.append(svg("rect", { class: "bar-overrun", x: endX, y: y + 5, width: Math.max(2, x(entry.abandonedEndedAt) - endX), height: BAR - 4, rx: 2 },
           svg("title", {}, describeOverrun(entry))));
       }
-      group.append(svg("rect", { class: copied ? "bar-copied" : barClass(entry, finished), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
-        svg("title", {}, describe(entry, finished) + (copied ? " — copied from the run this one reruns" : ""))));
+      const bar = svg("rect", { class: copied ? "bar-copied" : barClass(entry, finished, row), x: startX, y: y + 3, width: w, height: BAR, rx: 2 },
+        svg("title", {}, describe(entry, finished) + (retried(entry, row) ? " — retried" : "") + (copied ? " — copied from the run this one reruns" : "")));
+      if (onSelect && entry.type === "step") selectable(bar, entry, onSelect);
+      group.append(bar);
       if (entry.type === "action") {
         group.append(svg("text", { x: startX + 6, y: y + BAR, class: "action-label" }, entry.kind));
       }
       if (entry.type === "step" && (entry.attempt ?? 1) > 1) {
         group.append(svg("text", { x: startX + 2, y: y + BAR, class: "attempt" }, `#${entry.attempt}`));
       }
-      if (entry.outcome === "err" || entry.outcome === "error" || entry.outcome === "timed_out") {
+      if (FAILED.has(entry.outcome) && !retried(entry, row)) {
         group.append(svg("text", { x: startX + w + 2, y: y + BAR + 1, class: "fail-mark" }, "✕"));
       }
     }
@@ -178,7 +205,7 @@ function detail(e) {
     overran(e) ? ` — its code ran on: ${e.abandonedOutcome || "ended"} at ${formatTime(e.abandonedEndedAt)}` : ""].join("");
 }
 
-export function timelineTable(entries, { onRerun = null } = {}) {
+export function timelineTable(entries, { onRerun = null, onSelect = null } = {}) {
   const offered = new Set();
   const rerunCell = (e) => {
     const open = onRerun && !offered.has(e.id) ? onRerun(e) : null;
@@ -190,7 +217,8 @@ export function timelineTable(entries, { onRerun = null } = {}) {
   return h("div", { class: "table-wrap" }, h("table", {},
     h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, entries.map((e) => h("tr", {},
-      h("td", { class: "mono" }, what(e)),
+      h("td", { class: "mono" }, onSelect && e.type === "step"
+        ? h("button", { type: "button", class: "link mono step-open", onclick: () => onSelect(e) }, what(e)) : what(e)),
       h("td", {}, e.outcome),
       h("td", {}, formatTime(e.startedAt)),
       h("td", {}, isOpen(e) ? "open" : formatDuration(e.endedAt - e.startedAt)),

@@ -12,6 +12,7 @@ import { errorPanel, errorSummary, failedAttempts } from "./failures.js";
 import { jsonView } from "./json.js";
 import { actionsPanel, openRerunDialog, operationFacts, rerunnable } from "./run_actions.js";
 import { statusBadge } from "./runs.js";
+import { stepDetailPanel } from "./step_detail.js";
 import { pinned, versionFact } from "./versions.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
@@ -130,18 +131,19 @@ function journalLine(event) {
     timeCell(event.at), " ", what, error);
 }
 
-export function renderTimeline(container, entries, run) {
+// ``onSelect(entry)``: opens a step attempt's detail from its bar or its row.
+export function renderTimeline(container, entries, run, onSelect = null) {
   performance.mark("timeline-render-start");
   const width = Math.max(320, container.clientWidth || 900);
   const end = run.completedAt || Date.now();
   // "Rerun from here" on each top-level step of an ended run.
   const onRerun = entries.some((e) => rerunnable(run, e)) ? (entry) => (rerunnable(run, entry) ? () => openRerunDialog(run, entry.id) : null) : null;
   const table = h("details", { ontoggle: (event) => {
-    if (event.target.open && !event.target.dataset.built) { event.target.dataset.built = "1"; event.target.append(timelineTable(entries, { onRerun })); }
+    if (event.target.open && !event.target.dataset.built) { event.target.dataset.built = "1"; event.target.append(timelineTable(entries, { onRerun, onSelect })); }
   } }, h("summary", {}, "The same timeline as a table"));
   replace(container, entries.length
     ? [legend(), h("div", { class: "gantt-wrap", tabindex: "0", "aria-label": "Timeline chart (scrolls)" },
-      ganttChart(entries, { start: run.startedAt, end, finished: TERMINAL.has(run.status), width, onRerun })), table]
+      ganttChart(entries, { start: run.startedAt, end, finished: TERMINAL.has(run.status), width, onRerun, onSelect })), table]
     : h("p", { class: "muted" }, "No steps or waits yet."));
   performance.mark("timeline-render-end");
   performance.measure("timeline-render", "timeline-render-start", "timeline-render-end");
@@ -166,6 +168,7 @@ export function renderRun(main, runId, ctx) {
   const liveLabel = h("span", { class: "live", id: "journal-live" }, "live");
   const compensations = h("div", {});
   const failuresBox = h("div", {});
+  const stepDetail = stepDetailPanel(runId, controller.signal);
   document.title = `${runId} · relayflow`;
   replace(main, h("p", { class: "muted" }, "Loading the run…"));
 
@@ -193,7 +196,7 @@ export function renderRun(main, runId, ctx) {
 
   function layout() {
     replace(main, header, section("Run", factsBox), values, compensations, waitsBox, actionsBox,
-      section("Timeline", timelineBox), failuresBox,
+      section("Timeline", timelineBox), stepDetail.panel, failuresBox,
       section("Journal", h("div", { class: "row spread" }, h("span", { class: "muted" }, "Every step attempt, wait, operator action and stream chunk, in order."), liveLabel),
         h("div", { class: "journal", tabindex: "0", "aria-label": "Journal" }, journal)));
   }
@@ -221,7 +224,7 @@ export function renderRun(main, runId, ctx) {
       shownActions = actionsKey;
       replace(actionsBox, actionsPanel(run, acted));
     }
-    renderTimeline(timelineBox, entries, run);
+    renderTimeline(timelineBox, entries, run, stepDetail.show);
     const failed = failedAttempts(entries);
     replace(failuresBox, failed ? section("Failed attempts", failed) : null);
   }

@@ -32,22 +32,90 @@ function toLocalInput(iso) {
   return shifted.toISOString().slice(0, 16);
 }
 
-export function runsTable(runs) {
-  const rows = runs.map((run) => h("tr", {},
-    h("td", {}, h("a", { href: "#/runs/" + encodeURIComponent(run.id), class: "mono" }, run.id)),
-    h("td", {}, h("a", { class: "workflow-link", href: "#/workflows/" + encodeURIComponent(run.workflowId) + "?environment=" + encodeURIComponent(run.environment) }, run.workflowId)),
-    h("td", {}, statusBadge(run.status)),
-    h("td", {}, timeCell(run.startedAt)),
+const COLUMNS = ["Run", "Workflow", "Status", "Started", "Duration", "Tags", "Version"];
+// Parents whose child runs are shown, kept across refreshes of the list.
+const expanded = new Set();
+
+function runRow(run, depth, expander, childOf) {
+  const link = h("a", { href: "#/runs/" + encodeURIComponent(run.id), class: "mono" }, run.id);
+  const parent = childOf ? h("span", { class: "child-of muted" }, "child of ",
+    h("a", { href: "#/runs/" + encodeURIComponent(childOf), class: "mono" }, childOf)) : null;
+  return h("tr", { class: depth ? `child-row depth-${Math.min(depth, 3)}` : null, dataset: { runId: run.id } },
+    h("td", { class: "run-id" }, expander, link, parent),
+    h("td", { class: "run-workflow" }, h("a", { class: "workflow-link", href: "#/workflows/" + encodeURIComponent(run.workflowId) + "?environment=" + encodeURIComponent(run.environment) }, run.workflowId)),
+    h("td", { class: "run-status" }, statusBadge(run.status)),
+    h("td", { class: "run-started" }, timeCell(run.startedAt)),
     h("td", { class: "hide-narrow" }, run.completedAt ? formatDuration(run.completedAt - run.startedAt) : "—"),
     h("td", { class: "hide-narrow" }, (run.tags || []).map((t) => h("span", { class: "tag" }, t))),
-    h("td", { class: "hide-narrow" }, versionBadge(run))));
+    h("td", { class: "hide-narrow" }, versionBadge(run)));
+}
+
+// The children of ``parent``: every one the API lists (those of other pages too), else the
+// ones of this page.
+async function childrenOf(parent, known) {
+  try {
+    const page = await api("api/runs", { query: { parent: parent.id, since: parent.startedAt, environment: parent.environment, limit: 100 } });
+    return page.runs && page.runs.length ? page.runs : known;
+  } catch {
+    return known;
+  }
+}
+
+// A run's rows: its own, then (hidden until expanded) its children's, nested.
+function familyRows(run, byParent, depth, childOf) {
+  const known = byParent.get(run.id) || [];
+  if (!known.length) return [runRow(run, depth, null, childOf)];
+  const holder = [];
+  const toggle = h("button", { type: "button", class: "expander", "aria-expanded": "false",
+    "aria-label": `Show the child runs of ${run.id}` }, `▸ ${known.length}`);
+  const row = runRow(run, depth, toggle, childOf);
+  const show = async (open) => {
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.firstChild.textContent = `${open ? "▾" : "▸"} ${holder.length || known.length}`;
+    for (const child of holder) child.hidden = !open;
+    if (!open || toggle.dataset.loaded) return;
+    toggle.dataset.loaded = "1";
+    const children = await childrenOf(run, known);
+    for (const old of holder) old.remove();
+    holder.length = 0;
+    let after = row;
+    for (const child of children) {
+      for (const line of familyRows(child, byParent, depth + 1, null)) {
+        line.hidden = toggle.getAttribute("aria-expanded") !== "true";
+        after.after(line);
+        after = line;
+        holder.push(line);
+      }
+    }
+    toggle.firstChild.textContent = `${toggle.getAttribute("aria-expanded") === "true" ? "▾" : "▸"} ${children.length}`;
+  };
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    if (open) expanded.add(run.id); else expanded.delete(run.id);
+    show(open);
+  });
+  for (const child of known) holder.push(...familyRows(child, byParent, depth + 1, null));
+  for (const line of holder) line.hidden = true;
+  if (expanded.has(run.id)) queueMicrotask(() => show(true));
+  return [row, ...holder];
+}
+
+// Child runs sit under their parent when it is on the page (an expander shows them); a child
+// whose parent is not on the page is a row of its own that names it.
+export function runsTable(runs) {
+  const ids = new Set(runs.map((r) => r.id));
+  const byParent = new Map();
+  for (const run of runs) {
+    if (run.parentRunId && ids.has(run.parentRunId)) {
+      if (!byParent.has(run.parentRunId)) byParent.set(run.parentRunId, []);
+      byParent.get(run.parentRunId).push(run);
+    }
+  }
+  const top = runs.filter((r) => !(r.parentRunId && ids.has(r.parentRunId)));
+  const rows = top.flatMap((run) => familyRows(run, byParent, 0, run.parentRunId || null));
   return h("div", { class: "table-wrap" }, h("table", { id: "runs-table" },
     h("caption", { class: "muted" }, `${runs.length} run${runs.length === 1 ? "" : "s"}, newest first`),
-    h("thead", {}, h("tr", {},
-      h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Workflow"), h("th", { scope: "col" }, "Status"),
-      h("th", { scope: "col" }, "Started"), h("th", { scope: "col", class: "hide-narrow" }, "Duration"),
-      h("th", { scope: "col", class: "hide-narrow" }, "Tags"),
-      h("th", { scope: "col", class: "hide-narrow" }, "Version"))),
+    h("thead", {}, h("tr", {}, COLUMNS.map((title, i) => h("th", { scope: "col", class: i > 3 ? "hide-narrow" : null }, title)))),
     h("tbody", {}, rows)));
 }
 

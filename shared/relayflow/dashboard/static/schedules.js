@@ -4,8 +4,12 @@
 import { api, ApiError } from "./api.js";
 import { h, replace, toast } from "./dom.js";
 import { formatTime, formatRelative, timeCell } from "./format.js";
+import { statusBadge } from "./runs.js";
 
 const ENVIRONMENTS = ["development", "preview", "production"];
+const ENDED = new Set(["completed", "failed", "cancelled", "compensated", "compensation_failed"]);
+// How soon the page looks again while a schedule's last run has not ended.
+const FOLLOW_MS = 2000;
 const OVERLAP = {
   skip: "skip: a firing while the previous run goes on starts nothing",
   queue: "queue: one firing waits for the previous run to end",
@@ -40,6 +44,18 @@ function nextFires(schedule) {
   }));
 }
 
+// The run the latest firing started, under its status now, and how it was started.
+function lastRunFacts(run) {
+  if (!run) return [h("dt", {}, "Last run"), h("dd", { class: "last-run" }, "none yet")];
+  const how = run.manual
+    ? h("span", { class: "last-run-how" }, "triggered by hand (Trigger now)")
+    : h("span", { class: "last-run-how" }, "scheduled for ", run.scheduledTime ? timeCell(Date.parse(run.scheduledTime)) : "—");
+  return [h("dt", {}, "Last run"), h("dd", { class: "last-run" },
+    h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.runId)}` }, run.runId), " ",
+    run.status ? statusBadge(run.status) : h("span", { class: "muted" }, "starting"), h("br", {}),
+    how, run.startedAt ? [", started ", timeCell(run.startedAt)] : null)];
+}
+
 function scheduleCard(schedule, note, act) {
   const state = scheduleState(schedule);
   const title = schedule.name || schedule.id;
@@ -69,8 +85,8 @@ function scheduleCard(schedule, note, act) {
       h("dt", {}, "Timing"), h("dd", { class: "mono schedule-timing" }, describeTiming(schedule)),
       h("dt", {}, "Time zone"), h("dd", {}, schedule.timezone),
       h("dt", {}, "Overlap"), h("dd", {}, OVERLAP[schedule.overlap] || schedule.overlap),
-      h("dt", {}, "Last fired for"), h("dd", {}, schedule.lastScheduledTime ? timeCell(Date.parse(schedule.lastScheduledTime)) : "never"),
-      schedule.activeRunId ? [h("dt", {}, "Running"), h("dd", {}, h("a", { class: "mono", href: `#/runs/${encodeURIComponent(schedule.activeRunId)}` }, schedule.activeRunId))] : null,
+      h("dt", {}, "Last scheduled firing"), h("dd", { class: "last-fired" }, schedule.lastScheduledTime ? timeCell(Date.parse(schedule.lastScheduledTime)) : "never"),
+      lastRunFacts(schedule.lastRun),
       schedule.queuedTime ? [h("dt", {}, "Queued"), h("dd", {}, "the firing for ", timeCell(Date.parse(schedule.queuedTime)))] : null),
     h("h3", {}, "Next fire times ", h("span", { class: "muted" }, "(your time zone)")),
     schedule.paused ? h("p", { class: "muted" }, "Paused: it does not fire until resumed (Trigger now still starts a run).") : nextFires(schedule),
@@ -82,23 +98,36 @@ function firingNote(firing) {
   const run = firing.runId
     ? [" ", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(firing.runId)}` }, firing.runId)]
     : [];
-  return { error: false, parts: [`Triggered for ${formatTime(Date.parse(firing.scheduledTime))}: ${firing.status}`, ...run] };
+  return { error: false, parts: [`Triggered by hand at ${formatTime(Date.parse(firing.scheduledTime))}: ${firing.status}`, ...run] };
 }
 
 export function renderSchedules(main, params, ctx) {
   const controller = new AbortController();
   const environment = ENVIRONMENTS.includes(params.get("env")) ? params.get("env") : "development";
   const notes = new Map();
+  let follow = 0;
   document.title = `Schedules · ${environment} · relayflow`;
   const envNav = h("nav", { class: "row", "aria-label": "Environments" }, ENVIRONMENTS.map((e) =>
     h("a", { href: `#/schedules?env=${e}`, class: "button", "aria-current": e === environment ? "page" : null }, e)));
   const body = h("div", { id: "schedules-body" }, h("p", { class: "muted" }, "Loading the schedules…"));
   replace(main, h("h1", {}, "Schedules"), envNav, body);
 
+  // The focused button, to focus it again once the cards are drawn anew.
+  function focusedButton() {
+    const active = document.activeElement;
+    const card = active && body.contains(active) ? active.closest("[data-schedule-id]") : null;
+    return card && active.dataset.action ? { id: card.dataset.scheduleId, action: active.dataset.action } : null;
+  }
+
   function load(focus) {
+    clearTimeout(follow);
     return api("api/schedules", { query: { environment }, signal: controller.signal }).then((found) => {
-      show(found.schedules || []);
+      const schedules = found.schedules || [];
+      focus = focus || focusedButton();
+      show(schedules);
       if (focus) body.querySelector(`[data-schedule-id="${CSS.escape(focus.id)}"] [data-action="${focus.action}"]`)?.focus();
+      // A last run still going is followed until it ends, so it shows under its real status.
+      if (schedules.some((s) => s.lastRun && !ENDED.has(s.lastRun.status))) follow = setTimeout(() => load(), FOLLOW_MS);
     }).catch((error) => {
       if (error.name === "AbortError") return;
       if (error instanceof ApiError && error.status === 404 && error.code === "not_found") {
@@ -149,5 +178,5 @@ export function renderSchedules(main, params, ctx) {
   }
 
   load();
-  return () => controller.abort();
+  return () => { clearTimeout(follow); controller.abort(); };
 }

@@ -15,7 +15,7 @@ from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.errors import reraise
 from relayflow.adapters.aws.runstore import _keys
 from relayflow.core.cursors import decode_cursor, encode_cursor
-from relayflow.core.record import RunRecord
+from relayflow.core.record import RunRecord, is_child_of
 from relayflow.core.versions import build_of
 from relayflow.core.views import UnavailableValue
 from relayflow.errors import ValidationError
@@ -110,7 +110,11 @@ class RunIndexReader:
         """
         chosen: list[tuple[RunRecord, list[UnavailableValue]]] = []
         while len(chosen) < count:
-            sifted = wanted is not None or query.code_version is not None
+            sifted = (
+                wanted is not None
+                or query.code_version is not None
+                or query.parent_run_id is not None
+            )
             size = _HEADER_BATCH if sifted else count - len(chosen)
             batch = [item[tables.PK]["S"] for item in itertools.islice(items, size)]
             if not batch:
@@ -284,6 +288,7 @@ def _matches(record: RunRecord, query: RunQuery) -> bool:
         and (query.workflow_id is None or record.workflow_id == query.workflow_id)
         and (query.tag is None or query.tag in record.tags)
         and (query.code_version is None or build_of(record) == query.code_version)
+        and (query.parent_run_id is None or is_child_of(record, query.parent_run_id))
     )
 
 

@@ -141,6 +141,20 @@ LISTED = (
         message_prefix="filter: since must be before until",
     ),
     Listed(
+        "GET /api/workflows/{workflow_id}/stats",
+        400,
+        "invalid_range",
+        "a time range must not be empty (a rule across fields)",
+        message_prefix="'from' must be before 'to'",
+    ),
+    Listed(
+        "GET /api/workflows/{workflow_id}/stats",
+        400,
+        "invalid_range",
+        "a range's length is a rule across fields (at most 31 days between from and to)",
+        message_prefix="the range spans more than",
+    ),
+    Listed(
         "GET /api/audit",
         400,
         "invalid_query",

@@ -150,6 +150,14 @@ class StepAttempt(WireModel):
     #: later, with the next checkpoint or answer; the attempt's outcome stays ``err``).
     abandoned_ended_at: int | None = None
     abandoned_outcome: AbandonedOutcome | None = None
+    #: A failed attempt's arguments (JSON, or their ``repr`` when not JSON; cut at
+    #: ``MAX_INPUT_CHARS``), for whoever looks into the failure. Attempts that succeed do not
+    #: store theirs, so a step that works costs nothing more.
+    input: Any = None
+
+
+#: Characters of a failed attempt's arguments kept in its ``input`` (the rest is cut).
+MAX_INPUT_CHARS = 4096
 
 
 class StepJournalEntry(WireModel):

@@ -122,11 +122,21 @@ def test_a_steps_output_and_error_open_from_its_bar_and_its_row(
     assert detail.locator(".step-value").inner_text() == json.dumps(charged, indent=2)
     screenshot(page, "step-detail-output")
 
-    # A failed attempt from the keyboard: its type, message and traceback.
+    # A failed attempt from the keyboard: what it was given, its type, message and traceback.
     bar(page, "charge-card", 1).focus()
     page.keyboard.press("Enter")
     detail.locator("h2", has_text="Step charge-card #1").wait_for()
     assert detail.locator(".step-facts").inner_text().startswith("Attempt 1: failed, ")
+    given = json.loads(detail.locator('pre[aria-label="Input"]').inner_text())
+    assert given == [
+        {
+            "id": "o-oncall",
+            "total": 42,
+            "items": ["book"],
+            "coolingOff": "50ms",
+            "gatewayOutages": 2,
+        }
+    ]
     error = detail.locator(".error-panel")
     assert error.locator(".error-type").inner_text() == (
         "PaymentGatewayUnavailable: payment gateway unavailable (attempt 1)"

@@ -439,6 +439,11 @@ class TimelineEntryView(ResponseModel):
     value_size: int | None = Field(
         default=None, description="with values=true: bytes of the value's JSON"
     )
+    input: Any = Field(
+        default=None,
+        description="with values=true: a failed step attempt's arguments (JSON, or their repr; "
+        "cut at 4,096 characters); attempts that succeeded keep none",
+    )
     value_truncated: bool | None = Field(
         default=None,
         description="with values=true: the value is over the per-entry cap and left out",

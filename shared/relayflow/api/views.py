@@ -196,6 +196,7 @@ def timeline_view(page: TimelinePage) -> TimelineView:
                 "token_id": entry.token_id,
                 "value": entry.value,
                 "value_size": entry.value_size,
+                "input": entry.input,
                 "value_truncated": entry.value_truncated,
                 "value_unavailable": entry.value_unavailable,
                 "abandoned_ended_at": entry.abandoned_ended_at,

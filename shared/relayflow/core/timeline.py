@@ -64,6 +64,8 @@ class TimelineEntry(RecordModel):
     name: str | None = None
     token_id: str | None = None
     value: Any = None
+    #: With values: a failed attempt's arguments, as it kept them (see ``StepAttempt.input``).
+    input: Any = None
     value_size: int | None = None
     value_truncated: bool | None = None
     #: Why the value could not be given (``payload_not_found``/``payload_corrupt``).
@@ -169,6 +171,7 @@ def _step_entries(
                 name=name,
                 token_id=token_id,
                 value=_step_value(step_id, step, attempt, error, steps) if values else None,
+                input=a.input if values and a is not None else None,
                 abandoned_ended_at=a.abandoned_ended_at if a is not None else None,
                 abandoned_outcome=a.abandoned_outcome if a is not None else None,
                 top_level="/" not in step_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -9,6 +10,7 @@ from typing import Any, Literal
 from relayflow.errors import StepInterruptedError, StepStillRunningError, SuspendSignal
 from relayflow.flow.declarations import RateLimit
 from relayflow.protocol import (
+    MAX_INPUT_CHARS,
     AbandonedOutcome,
     MetadataUpdate,
     StepAttempt,
@@ -21,7 +23,7 @@ from relayflow.sdk.overruns import ABANDONED, OVERRUNS, Overrun, overrun_grace_m
 from relayflow.sdk.rate_limits import admit
 from relayflow.sdk.retry import RetryPolicy
 from relayflow.sdk.scope import Compensable, ContextCore, StepInfo, StepScope, ensure_not_in_step
-from relayflow.sdk.serdes import Serdes, dump_output, load_value
+from relayflow.sdk.serdes import Serdes, dump_converting, dump_output, load_value
 from relayflow.sdk.tracebacks import keep_recent_stacks
 from relayflow.tracing.ids import step_attempt_span
 
@@ -155,7 +157,9 @@ def run_step(
         except Exception as exc:
             _keep_metadata(entry, scope.updates)
             _drop_started(entry, attempt)
-            entry.attempts.append(_attempt(attempt, "err", started_at, inv.now_ms(), exc))
+            failed = _attempt(attempt, "err", started_at, inv.now_ms(), exc)
+            failed.input = failed_input(args)
+            entry.attempts.append(failed)
             outcome = _record_failure(core, key, entry, attempt, exc, policy, opts)
             if outcome is None:
                 raise step_failure(serialize_error(exc), key) from exc
@@ -247,6 +251,21 @@ def _attempt(
         finished_at=finished,
         error=serialize_error(error) if error is not None else None,
     )
+
+
+def failed_input(args: tuple[Any, ...]) -> Any:
+    """What a failed attempt keeps of its arguments: their JSON, or their ``repr`` when they
+    are not JSON, cut at ``MAX_INPUT_CHARS`` (None without arguments)."""
+    if not args:
+        return None
+    try:
+        dumped = dump_converting(list(args))
+        text = json.dumps(dumped, separators=(",", ":"))
+    except (TypeError, ValueError):
+        dumped = text = repr(args)
+    if len(text) <= MAX_INPUT_CHARS:
+        return dumped
+    return text[:MAX_INPUT_CHARS] + f"… ({len(text):,} characters)"
 
 
 def _idempotency_key(inv: Any, key: str, opts: StepOptions) -> str:

@@ -1,6 +1,6 @@
 // One step attempt in detail, opened from its bar in the chart or its row in the timeline
-// table: what it returned, or how it failed (type, message, traceback), its values as
-// pretty-printed JSON. Values are read on demand (the timeline with values), and a value the
+// table: what it returned, or what it was given and how it failed (type, message,
+// traceback), its values as pretty-printed JSON. Values are read on demand (the timeline with values), and a value the
 // timeline caps is read whole from the run's history.
 
 import { api, ApiError, runPath } from "./api.js";
@@ -74,7 +74,10 @@ function body(runId, entry, signal) {
   const outcome = OUTCOMES[entry.outcome] || entry.outcome;
   const facts = h("p", { class: "muted step-facts" }, `Attempt ${entry.attempt ?? 1}: ${outcome}, ${span}, from ${formatTime(entry.startedAt)}`,
     entry.redrive != null ? ` (taken out by redrive ${entry.redrive})` : "");
-  if (entry.error) return [facts, h("h3", {}, "Error"), errorPanel(entry.error)];
+  if (entry.error) {
+    const input = entry.input != null ? [h("h3", {}, "Input"), prettyValue(entry.input, "Input")] : [];
+    return [facts, ...input, h("h3", {}, "Error"), errorPanel(entry.error)];
+  }
   if (entry.outcome === "ok") return [facts, h("h3", {}, "Output"), outputSection(runId, entry, signal)];
   return [facts, h("p", { class: "muted" }, "No result yet.")];
 }
@@ -94,7 +97,8 @@ export function stepDetailPanel(runId, signal) {
     replace(content, h("p", { class: "muted" }, "Loading its values…"));
     heading.focus();
     try {
-      const full = entry.outcome === "ok" ? await withValue(runId, entry, signal) : entry;
+      // A returned attempt's output and a failed attempt's arguments come with the values.
+      const full = entry.outcome === "ok" || entry.error ? await withValue(runId, entry, signal) : entry;
       if (ticket === shown) replace(content, body(runId, full, signal));
     } catch (error) {
       if (error.name === "AbortError" || ticket !== shown) return;

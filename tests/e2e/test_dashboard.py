@@ -215,10 +215,11 @@ def test_paging_through_250_runs(page: Any, bulk: Future[list[str]]) -> None:
     open_hash(page, "#/runs?tag=bulk&limit=50")
     seen: list[str] = []
     for number in range(1, 6):
+        # The page before stays drawn until the next one arrives: wait for a run not seen yet.
         page.wait_for_function(
-            "first => { const a = document.querySelector('#runs-table tbody a');"
-            " return a && a.textContent !== first; }",
-            arg=seen[-1] if seen else "",
+            "seen => { const a = document.querySelector('#runs-table tbody a');"
+            " return a !== null && !seen.includes(a.textContent); }",
+            arg=seen,
         )
         ids = page.locator("#runs-table tbody tr td:first-child a").all_inner_texts()
         assert len(ids) == 50, f"page {number} has {len(ids)} runs"

@@ -201,6 +201,9 @@ class MotoStack:
             before the next one runs; None: the default, 5 s of work per invocation).
         cold_drives: Build a new driver (empty caches, as in a new Lambda container) before
             each alarm is delivered.
+        containers: Processes the alarms are delivered to in turn, each with its own clients,
+            usage meter and driver (as Lambda containers of the drive function); the first
+            also serves ``trigger``.
         on_write: Called with every DynamoDB item write the meter prices.
         write_latency_ms: Added to every DynamoDB write request (moto answers at once, so
             without it no checkpoint write is ever in flight while another entry is ready).
@@ -213,6 +216,7 @@ class MotoStack:
         *,
         checkpoint_interval_ms: int | None = None,
         cold_drives: bool = False,
+        containers: int = 1,
         on_write: Callable[[PricedWrite], None] | None = None,
         write_latency_ms: float = 0,
         group_checkpoints: bool = True,
@@ -225,6 +229,9 @@ class MotoStack:
         self._on_write = on_write
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._cold_drives = cold_drives
+        self._container_count = containers
+        #: The clients and driver of each container (the first is ``clients``/``driver``).
+        self.containers: list[tuple[AwsClients, WorkflowDriver]] = []
         self._exits = contextlib.ExitStack()
         self.counts = LambdaCounts()
         self._handoffs: set[tuple[str, int]] = set()
@@ -294,6 +301,10 @@ class MotoStack:
         )
         self._dispatcher = CountingDispatcher(host, self.counts)
         self.driver = self._build_driver()
+        self.containers = [(self.clients, self.driver)]
+        for _ in range(1, self._container_count):
+            own = AwsClients(session=session, region=REGION)
+            self.containers.append((own, self._build_driver(own)))
         self.meter.reset()
         return self
 
@@ -301,10 +312,10 @@ class MotoStack:
         self.delayed_writes += 1
         time.sleep(self._write_latency_s)
 
-    def _build_driver(self) -> WorkflowDriver:
+    def _build_driver(self, clients: AwsClients | None = None) -> WorkflowDriver:
         driver = build_aws_driver(
             SETTINGS,
-            clients=self.clients,
+            clients=clients or self.clients,
             clock=self.clock,
             dispatchers=DispatcherResolver(default=self._dispatcher),
             on_due=self._due_now,
@@ -334,7 +345,7 @@ class MotoStack:
 
     def run_until_idle(self) -> None:
         """Jump to each next alarm and deliver it to the drive entry, until none is left."""
-        for _ in range(_MAX_ALARMS):
+        for delivered in range(_MAX_ALARMS):
             upcoming = self.armed.next_alarm()
             if upcoming is None:
                 return
@@ -348,7 +359,10 @@ class MotoStack:
                 self._delete_fired(run_id, wake_at)
             if self._cold_drives:
                 self.driver = self._build_driver()
-            self.driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+            driver = self.driver
+            if len(self.containers) > 1:
+                driver = self.containers[(delivered + 1) % len(self.containers)][1]
+            driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
         raise RuntimeError(f"more than {_MAX_ALARMS} alarms fired; a run never settles")
 
     def fresh_driver(self) -> WorkflowDriver:

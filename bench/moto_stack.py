@@ -31,10 +31,12 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.adapters.memory import InMemoryAlarmClock
+from relayflow.api.metrics import RecordingMetrics
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.views import RunDetail
 from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.drive.events import handle_drive_event
 from relayflow.drivers import WorkflowDriver
 from relayflow.ports import DispatcherResolver
 from relayflow.testing import MirroredAlarmClock
@@ -236,6 +238,7 @@ class MotoStack:
         self.counts = LambdaCounts()
         self._handoffs: set[tuple[str, int]] = set()
         self.clock = VirtualClock()
+        self._metrics = RecordingMetrics()
         self.armed = InMemoryAlarmClock()
         self.meter: AwsMeter
         self.driver: WorkflowDriver
@@ -352,29 +355,36 @@ class MotoStack:
             run_id, wake_at = upcoming
             self.clock.set(wake_at)
             self.armed.take(run_id, wake_at)
+            # A hand-off invokes the drive function with what ``lambda_event_on_due`` sends; an
+            # alarm with the input of the schedule that fires it.
+            payload: dict[str, Any] = {"runId": run_id, "wakeAt": wake_at}
             if (run_id, wake_at) in self._handoffs:
                 self._handoffs.discard((run_id, wake_at))
             else:
                 self.counts.alarm_drives += 1
-                self._delete_fired(run_id, wake_at)
+                payload = self._fire(run_id, wake_at)
             if self._cold_drives:
                 self.driver = self._build_driver()
             driver = self.driver
             if len(self.containers) > 1:
                 driver = self.containers[(delivered + 1) % len(self.containers)][1]
-            driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+            handle_drive_event(driver, payload, None, self._metrics)
         raise RuntimeError(f"more than {_MAX_ALARMS} alarms fired; a run never settles")
 
     def fresh_driver(self) -> WorkflowDriver:
         """A new driver on the same resources (empty caches, as in a new container)."""
         return self._build_driver()
 
-    def _delete_fired(self, run_id: str, wake_at: int) -> None:
-        """What ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires."""
+    def _fire(self, run_id: str, wake_at: int) -> dict[str, Any]:
+        """The input of the run's schedule for ``wake_at``, which is then deleted (what
+        ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires)."""
+        name = self._schedules.name_of(run_id, wake_at)
+        group = self._schedules.group
+        schedule = self._unmetered_scheduler.get_schedule(Name=name, GroupName=group)
         with contextlib.suppress(Exception):
-            self._unmetered_scheduler.delete_schedule(
-                Name=self._schedules.name_of(run_id, wake_at), GroupName=self._schedules.group
-            )
+            self._unmetered_scheduler.delete_schedule(Name=name, GroupName=group)
+        payload: dict[str, Any] = json.loads(schedule["Target"]["Input"])
+        return payload
 
     def run(self, workflow_id: str, data: Any) -> RunDetail:
         """Trigger a run, fire its alarms until it settles, and return its final detail."""

@@ -33,6 +33,7 @@ from relayflow.adapters.aws.runstore import _codec, _keys, _pages
 from relayflow.adapters.aws.runstore._carried import CarriedUsage
 from relayflow.adapters.aws.runstore._header import HeaderCodec, wake_index
 from relayflow.adapters.aws.runstore._index_queries import RunIndexReader
+from relayflow.adapters.aws.runstore._layout import Layout, header_put, lay_out
 from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredPart, diff
 from relayflow.adapters.aws.runstore._upkeep import RunUpkeep
 from relayflow.adapters.aws.usage import AwsUsageRecorder, PrepaidWrites
@@ -57,8 +58,6 @@ _COMPACT_MIN = 256 * 1024
 _MISSING = object()
 #: The header attribute holding its inline entries (see ``_pages``).
 _INLINE = "i"
-#: The header item may carry inline entries while it stays within one write unit.
-_INLINE_BUDGET = 1024
 #: Rounds of pricing a save's own writes into the usage it stores (the usage is part of the
 #: header it prices; two rounds settle it but at a write unit's edge).
 _PRICING_ROUNDS = 4
@@ -421,7 +420,7 @@ class DynamoDBRunStore:
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
         encoded = [_pages.encode_entry(part, data, ref) for part, data, ref in written]
-        layout = _Layout(
+        layout = Layout(
             pending=[*old.inline, *encoded],
             prev=old.head,
             commit=_keys.commit_id(record.version, secrets.token_hex(4)),
@@ -476,7 +475,7 @@ class DynamoDBRunStore:
         record: RunRecord,
         old: RunSnapshot,
         new: RunSnapshot,
-        layout: _Layout,
+        layout: Layout,
         carried: CarriedUsage,
         insert: bool,
     ) -> tuple[RunRecord, dict[str, Any], list[dict[str, Any]], list[RunUsage]]:
@@ -491,7 +490,7 @@ class DynamoDBRunStore:
             packed, new.fields = self._headers.document(stored, known)
             # A header field put in the payload store once is not put again.
             known = dataclasses.replace(old, fields=new.fields)
-            header, items = self._lay_out(stored, packed, new, layout)
+            header, items = lay_out(self._headers, stored, packed, new, layout)
             if self._pricing is None:
                 return stored, header, items, []
             quotes = [
@@ -499,7 +498,9 @@ class DynamoDBRunStore:
                 for request in self._upkeep.page_requests(items)
             ]
             quotes.append(
-                self._pricing.quote("PutItem", self._header_params(header, insert, old.version))
+                self._pricing.quote(
+                    "PutItem", header_put(self.table_name, header, insert, old.version)
+                )
             )
             priced = functools.reduce(RunUsage.plus, quotes, RunUsage())
             if priced == own:
@@ -507,51 +508,17 @@ class DynamoDBRunStore:
             own = priced
         stored = record.model_copy(update={"usage": carried.with_own(RunUsage())})
         packed, new.fields = self._headers.document(stored, known)
-        header, items = self._lay_out(stored, packed, new, layout)
+        header, items = lay_out(self._headers, stored, packed, new, layout)
         return stored, header, items, []
-
-    def _lay_out(
-        self, record: RunRecord, packed: bytes, new: RunSnapshot, layout: _Layout
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The header item and page items that store ``record``: its pending entries inline
-        in the header while it stays within one write unit, else as a page set of their own
-        (``new`` takes the head, chain and inline entries they give)."""
-        new.head, new.chain, new.inline = layout.prev, layout.chain, []
-        if not layout.compacting:
-            new.inline = layout.pending
-            header = self._headers.item(record, packed, new, layout.expires)
-            if not layout.pending or attributes.item_size(header) <= _INLINE_BUDGET:
-                return header, []
-            new.inline = []
-        bodies = _pages.pack_encoded(layout.pending)
-        items = _pages.page_items(record.id, layout.commit, layout.prev, bodies, layout.expires)
-        new.head = layout.commit
-        new.chain = [*layout.chain, *(item[tables.SK]["S"] for item in items)]
-        return self._headers.item(record, packed, new, layout.expires), items
 
     def _prepaid(self, quotes: list[RunUsage]) -> contextlib.AbstractContextManager[PrepaidWrites]:
         if self._pricing is None:
             return contextlib.nullcontext(PrepaidWrites(quotes=[]))
         return self._pricing.prepaid(quotes)
 
-    def _header_params(self, header: dict[str, Any], insert: bool, old: int) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": header,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        if insert:
-            params["ConditionExpression"] = "attribute_not_exists(#pk)"
-            params["ExpressionAttributeNames"] = {"#pk": tables.PK}
-        else:
-            params["ConditionExpression"] = "#v = :v"
-            params["ExpressionAttributeNames"] = {"#v": "version"}
-            params["ExpressionAttributeValues"] = {":v": attributes.n(old)}
-        return params
-
     def _put_header(self, run_id: str, header: dict[str, Any], insert: bool, old: int) -> None:
         try:
-            self._db().put_item(**self._header_params(header, insert, old))
+            self._db().put_item(**header_put(self.table_name, header, insert, old))
         except Exception as exc:
             if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
                 raise _ConditionFailed(getattr(exc, "response", {}).get("Item")) from None
@@ -613,19 +580,6 @@ class DynamoDBRunStore:
             return fn(**params)
         except Exception as exc:
             reraise(exc, action)
-
-
-@dataclasses.dataclass
-class _Layout:
-    """What a save writes besides its header fields: the entries not in a page yet, the page
-    set they may become (its id, the set it follows) and the chain it extends."""
-
-    pending: list[bytes]
-    prev: str | None
-    commit: str
-    expires: int | None
-    compacting: bool = False
-    chain: list[str] = dataclasses.field(default_factory=list)
 
 
 class _ConditionFailed(Exception):

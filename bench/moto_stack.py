@@ -31,10 +31,12 @@ from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.payloads import S3PayloadStore
 from relayflow.adapters.aws.wiring import build_aws_driver
 from relayflow.adapters.memory import InMemoryAlarmClock
+from relayflow.api.metrics import RecordingMetrics
 from relayflow.clock import VirtualClock
 from relayflow.config import Settings
 from relayflow.core.views import RunDetail
 from relayflow.dispatch.inline import InlineDispatcher
+from relayflow.drive.events import handle_drive_event
 from relayflow.drivers import WorkflowDriver
 from relayflow.ports import DispatcherResolver
 from relayflow.testing import MirroredAlarmClock
@@ -201,6 +203,9 @@ class MotoStack:
             before the next one runs; None: the default, 5 s of work per invocation).
         cold_drives: Build a new driver (empty caches, as in a new Lambda container) before
             each alarm is delivered.
+        containers: Processes the alarms are delivered to in turn, each with its own clients,
+            usage meter and driver (as Lambda containers of the drive function); the first
+            also serves ``trigger``.
         on_write: Called with every DynamoDB item write the meter prices.
         write_latency_ms: Added to every DynamoDB write request (moto answers at once, so
             without it no checkpoint write is ever in flight while another entry is ready).
@@ -213,6 +218,7 @@ class MotoStack:
         *,
         checkpoint_interval_ms: int | None = None,
         cold_drives: bool = False,
+        containers: int = 1,
         on_write: Callable[[PricedWrite], None] | None = None,
         write_latency_ms: float = 0,
         group_checkpoints: bool = True,
@@ -225,10 +231,14 @@ class MotoStack:
         self._on_write = on_write
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._cold_drives = cold_drives
+        self._container_count = containers
+        #: The clients and driver of each container (the first is ``clients``/``driver``).
+        self.containers: list[tuple[AwsClients, WorkflowDriver]] = []
         self._exits = contextlib.ExitStack()
         self.counts = LambdaCounts()
         self._handoffs: set[tuple[str, int]] = set()
         self.clock = VirtualClock()
+        self._metrics = RecordingMetrics()
         self.armed = InMemoryAlarmClock()
         self.meter: AwsMeter
         self.driver: WorkflowDriver
@@ -294,6 +304,10 @@ class MotoStack:
         )
         self._dispatcher = CountingDispatcher(host, self.counts)
         self.driver = self._build_driver()
+        self.containers = [(self.clients, self.driver)]
+        for _ in range(1, self._container_count):
+            own = AwsClients(session=session, region=REGION)
+            self.containers.append((own, self._build_driver(own)))
         self.meter.reset()
         return self
 
@@ -301,10 +315,10 @@ class MotoStack:
         self.delayed_writes += 1
         time.sleep(self._write_latency_s)
 
-    def _build_driver(self) -> WorkflowDriver:
+    def _build_driver(self, clients: AwsClients | None = None) -> WorkflowDriver:
         driver = build_aws_driver(
             SETTINGS,
-            clients=self.clients,
+            clients=clients or self.clients,
             clock=self.clock,
             dispatchers=DispatcherResolver(default=self._dispatcher),
             on_due=self._due_now,
@@ -334,33 +348,43 @@ class MotoStack:
 
     def run_until_idle(self) -> None:
         """Jump to each next alarm and deliver it to the drive entry, until none is left."""
-        for _ in range(_MAX_ALARMS):
+        for delivered in range(_MAX_ALARMS):
             upcoming = self.armed.next_alarm()
             if upcoming is None:
                 return
             run_id, wake_at = upcoming
             self.clock.set(wake_at)
             self.armed.take(run_id, wake_at)
+            # A hand-off invokes the drive function with what ``lambda_event_on_due`` sends; an
+            # alarm with the input of the schedule that fires it.
+            payload: dict[str, Any] = {"runId": run_id, "wakeAt": wake_at}
             if (run_id, wake_at) in self._handoffs:
                 self._handoffs.discard((run_id, wake_at))
             else:
                 self.counts.alarm_drives += 1
-                self._delete_fired(run_id, wake_at)
+                payload = self._fire(run_id, wake_at)
             if self._cold_drives:
                 self.driver = self._build_driver()
-            self.driver.engine.drive_from_event({"runId": run_id, "wakeAt": wake_at})
+            driver = self.driver
+            if len(self.containers) > 1:
+                driver = self.containers[(delivered + 1) % len(self.containers)][1]
+            handle_drive_event(driver, payload, None, self._metrics)
         raise RuntimeError(f"more than {_MAX_ALARMS} alarms fired; a run never settles")
 
     def fresh_driver(self) -> WorkflowDriver:
         """A new driver on the same resources (empty caches, as in a new container)."""
         return self._build_driver()
 
-    def _delete_fired(self, run_id: str, wake_at: int) -> None:
-        """What ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires."""
+    def _fire(self, run_id: str, wake_at: int) -> dict[str, Any]:
+        """The input of the run's schedule for ``wake_at``, which is then deleted (what
+        ``ActionAfterCompletion=DELETE`` does after a one-time schedule fires)."""
+        name = self._schedules.name_of(run_id, wake_at)
+        group = self._schedules.group
+        schedule = self._unmetered_scheduler.get_schedule(Name=name, GroupName=group)
         with contextlib.suppress(Exception):
-            self._unmetered_scheduler.delete_schedule(
-                Name=self._schedules.name_of(run_id, wake_at), GroupName=self._schedules.group
-            )
+            self._unmetered_scheduler.delete_schedule(Name=name, GroupName=group)
+        payload: dict[str, Any] = json.loads(schedule["Target"]["Input"])
+        return payload
 
     def run(self, workflow_id: str, data: Any) -> RunDetail:
         """Trigger a run, fire its alarms until it settles, and return its final detail."""

@@ -66,7 +66,11 @@ def test_arm_creates_a_one_time_schedule_for_the_drive_function(scheduler: Any) 
     target = schedule["Target"]
     assert target["Arn"] == DRIVE
     assert target["RoleArn"] == ROLE
-    assert json.loads(target["Input"]) == {"runId": "run-1", "wakeAt": T0 + 90_500}
+    assert json.loads(target["Input"]) == {
+        "runId": "run-1",
+        "wakeAt": T0 + 90_500,
+        "via": "scheduler",
+    }
     assert target["DeadLetterConfig"] == {"Arn": DLQ}
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
 

@@ -49,7 +49,7 @@ def test_a_sleeping_run_is_stored_alarmed_and_woken(aws: None) -> None:
     )
     assert schedule["ScheduleExpression"] == "at(2026-01-01T00:10:00)"
     event = json.loads(schedule["Target"]["Input"])
-    assert event == {"runId": "nap-1", "wakeAt": T0 + 600_000}
+    assert event == {"runId": "nap-1", "wakeAt": T0 + 600_000, "via": "scheduler"}
     clock.advance(600_000)
     driver.engine.drive_from_event(event)
     done = driver.admin.get_run("nap-1")

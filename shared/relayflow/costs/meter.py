@@ -3,9 +3,9 @@ carries it.
 
 The engine marks the work it does for a run (``working_on``); the adapters that talk to AWS
 report what each request cost into a :class:`UsageMeter` under the run being worked on, and
-the run store adds what is pending for a run to the record it saves (``take``). A save's own
-work is counted after it is made, so it rides on the run's next save: only the last save of
-a run is never recorded.
+the run store adds what is pending for a run to the record it saves (``take``), with what its
+own writes cost. What follows a run's final save (its expiry stamps, its statistics) is
+never recorded: it is not held either, until work on the run starts again (a redrive).
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ class UsageMeter:
         self._lock = threading.Lock()
         self._max_runs = max_runs
         self._pending: OrderedDict[str, RunUsage] = OrderedDict()
+        #: Runs whose final save was made while work on them is in progress: nothing more
+        #: is counted for them until new work on them starts.
+        self._ended: OrderedDict[str, None] = OrderedDict()
         #: When the time not yet taken started, per run being worked on (and how many
         #: nested scopes are open on it).
         self._busy_since: dict[str, tuple[float, int]] = {}
@@ -58,6 +61,8 @@ class UsageMeter:
             self._hold(run_id, usage)
 
     def _hold(self, run_id: str, usage: RunUsage) -> None:
+        if run_id in self._ended:
+            return
         held = self._pending.pop(run_id, None)
         self._pending[run_id] = usage if held is None else held.plus(usage)
         while len(self._pending) > self._max_runs:
@@ -88,9 +93,13 @@ class UsageMeter:
 
     def drop(self, run_id: str) -> RunUsage:
         """Forget what is pending for a run no save will carry any more (and the time of
-        the work on it in progress); returns what was pending."""
+        the work on it in progress), and count nothing more for it until new work on it
+        starts; returns what was pending."""
         with self._lock:
             self._busy_since.pop(run_id, None)
+            self._ended[run_id] = None
+            while len(self._ended) > self._max_runs:
+                self._ended.popitem(last=False)
             return self._pending.pop(run_id, RunUsage())
 
     @contextlib.contextmanager
@@ -101,6 +110,9 @@ class UsageMeter:
             invocation: The work is an invocation of the orchestrator's function of its own
                 (an API request or a drive event); one nested in work on another run is not.
         """
+        if current_run() != run_id:
+            with self._lock:
+                self._ended.pop(run_id, None)
         if invocation and current_run() is None:
             self.add(run_id, RunUsage(drive_invocations=1))
         with self._lock:

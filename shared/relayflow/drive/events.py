@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from relayflow.api import metrics as m
 from relayflow.api.metrics import MetricsSink
+from relayflow.drive.delivery import delivery_of
 from relayflow.drivers import WorkflowDriver
 from relayflow.errors import ValidationError
 from relayflow.schedules.service import is_schedule_firing
@@ -28,9 +29,10 @@ _log = Logger(service="relayflow")
 
 
 def handle_one(
-    driver: WorkflowDriver, payload: Mapping[str, Any], sink: MetricsSink
+    driver: WorkflowDriver, payload: Mapping[str, Any], sink: MetricsSink, *, queued: bool = False
 ) -> dict[str, Any]:
-    """Handle one alarm, hand-off or schedule firing; returns what happened."""
+    """Handle one alarm, hand-off or schedule firing (``queued``: a message of an SQS batch);
+    returns what happened."""
     if is_schedule_firing(payload):
         if driver.schedules is None:
             raise ValidationError(
@@ -42,7 +44,7 @@ def handle_one(
         _log.info("schedule fired", extra=answer)
         return answer
     sink.count(m.ALARMS_FIRED)
-    record = driver.engine.drive_from_event(payload)
+    record = driver.engine.drive_from_event(payload, delivery=delivery_of(payload, queued=queued))
     status = record.status if record is not None else "not_found"
     _log.info("alarm handled", extra={"run_id": payload.get("runId"), "status": status})
     return {"runId": payload.get("runId"), "status": status}
@@ -77,7 +79,7 @@ def handle_drive_event(
             raise ValidationError("an SQS drive message must hold a JSON object") from exc
         if not isinstance(payload, Mapping):
             raise ValidationError("an SQS drive message must hold a JSON object")
-        driven.append(handle_one(driver, payload, sink))
+        driven.append(handle_one(driver, payload, sink, queued=True))
 
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     answer = process_partial_response(

@@ -16,6 +16,7 @@ from relayflow.core.operations import applied, note, pause, redrive, resume, upg
 from relayflow.core.pending import result_in, take
 from relayflow.core.record import NOT_STARTED, RunAction, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
+from relayflow.costs.usage import RunUsage
 from relayflow.engine._base import MAX_RACES, Work
 from relayflow.engine._deferred import TrailingBurst
 from relayflow.engine._invocation import InvocationCycle
@@ -356,16 +357,25 @@ class Engine(RunOperations, InvocationCycle):
         self._run(Work([run_id]), take_over=run_id if take_over else None)
         return self.runs.get(run_id)
 
-    def drive_from_event(self, event: Mapping[str, Any]) -> RunRecord | None:
+    def drive_from_event(
+        self, event: Mapping[str, Any], *, delivery: RunUsage | None = None
+    ) -> RunRecord | None:
         """Handle an alarm or hand-off payload ``{"runId", "wakeAt"}``.
 
         Early and duplicate alarms are harmless: a run with nothing due only gets its alarm
         re-armed at its wake time.
+
+        Args:
+            event: The payload.
+            delivery: What delivering it cost (see ``relayflow.drive.delivery``), counted
+                for the run with this drive's work.
         """
         run_id = event.get("runId")
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError(f"alarm payload needs a runId string, got {dict(event)!r}")
         with self.usage.working_on(run_id, invocation=True):
+            if delivery is not None:
+                self.usage.add(run_id, delivery)
             return self._drive_event(run_id)
 
     def _drive_event(self, run_id: str) -> RunRecord | None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from relayflow.adapters.aws.errors import AwsServiceError, is_aws_error, translate
 from relayflow.adapters.aws.scheduler_group import NAME_LIMIT, SchedulerGroup, check_name
 from relayflow.clock import wall_ms
+from relayflow.drive.delivery import VIA, VIA_SCHEDULER
 from relayflow.errors import ValidationError
 from relayflow.ports import Clock
 
@@ -234,7 +235,10 @@ class SchedulerAlarmClock(SchedulerGroup):
         return max(expressions) if expressions else None
 
     def _schedule_params(self, run_id: str, wake_at_ms: int, fire_at_ms: int) -> dict[str, Any]:
-        payload = json.dumps({"runId": run_id, "wakeAt": wake_at_ms}, separators=(",", ":"))
+        # Marked as the Scheduler's, so that the drive it fires counts its invocation.
+        payload = json.dumps(
+            {"runId": run_id, "wakeAt": wake_at_ms, VIA: VIA_SCHEDULER}, separators=(",", ":")
+        )
         if len(payload) > INPUT_LIMIT:
             raise ValidationError(f"the alarm input of run {run_id} exceeds {INPUT_LIMIT} chars")
         return {

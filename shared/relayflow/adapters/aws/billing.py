@@ -20,6 +20,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ _SET_CLAUSE = re.compile(r"^\s*SET\s+(.*)$", re.IGNORECASE)
 _READS = frozenset({"GetItem", "TransactGetItems", "BatchGetItem", "Query", "Scan"})
 #: Partitions (runs) whose items a pricer remembers, least recently used dropped first.
 PARTITIONS = 256
+#: Set while a request not sent yet is priced: its items must not be remembered.
+_QUOTING: ContextVar[bool] = ContextVar("relayflow_quoting", default=False)
 
 
 def write_units(size: int) -> int:
@@ -154,6 +157,15 @@ class DynamoDBPricer:
             shadow.move_to_end(key[0])
         return items
 
+    def quote(self, operation: str, params: Mapping[str, Any]) -> PricedRequest:
+        """What a write request about to be sent costs if it succeeds, from the items this
+        pricer remembers (nothing is remembered of it: :meth:`price` does when it is sent)."""
+        token = _QUOTING.set(True)
+        try:
+            return self.price(operation, params, {}, failed=False)
+        finally:
+            _QUOTING.reset(token)
+
     def price(
         self, operation: str, params: Mapping[str, Any], parsed: Any, *, failed: bool
     ) -> PricedRequest:
@@ -239,6 +251,8 @@ class DynamoDBPricer:
         if failed or spec is None:
             return
         out.index_write_units += sum(by_index.values())
+        if _QUOTING.get():
+            return
         stored = spec.key_of(key)
         if new is None:
             self._partition(table, stored).pop(stored, None)

@@ -90,6 +90,11 @@ class AwsClients:
             for client in self._clients.values():
                 self._recorder.attach(client)
 
+    @property
+    def recorder(self) -> AwsUsageRecorder | None:
+        """What prices the requests of these clients (None until :meth:`record_usage`)."""
+        return self._recorder
+
     def _config(self, service: str) -> Config:
         """The botocore settings of ``service``'s client."""
         return _LAMBDA_CONFIG if service == "lambda" else _STANDARD_CONFIG

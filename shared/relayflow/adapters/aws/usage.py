@@ -7,16 +7,21 @@ carries. Nothing here writes: the counting rides on the saves that happen anyway
 
 What counts (docs/operations/costs.md): every DynamoDB request with its write units (index
 writes included) and read units, priced by ``billing``; S3 requests of the payload store and
-the bytes they move; each Scheduler alarm armed (billed when it fires); each SQS request.
-(Invocations are counted where they are made: the engine counts its own, the Lambda
-dispatcher a worker's.) Checkpoint log items are
+the bytes they move. (Invocations are counted where they are made: the engine counts its own,
+the Lambda dispatcher a worker's; an alarm's Scheduler invocation or SQS requests are counted
+by the drive it fires, not when it is armed.) The run store prices its own writes before it
+sends them and stores them with the save (:meth:`AwsUsageRecorder.prepaid`): those requests
+are not counted again when they succeed. Checkpoint log items are
 counted for the run whose partition they are in, whichever thread writes them (a step host
 in the orchestrator's process writes them while its steps run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from relayflow.adapters.aws import tables
@@ -26,6 +31,18 @@ from relayflow.costs.meter import UsageMeter, current_run
 from relayflow.costs.usage import RunUsage
 
 _PARAMS = "relayflow_usage_params"
+
+
+@dataclass
+class PrepaidWrites:
+    """DynamoDB requests about to be sent whose cost a save already carries: their quotes in
+    the order they are sent, and what those that succeeded were quoted."""
+
+    quotes: list[RunUsage]
+    consumed: RunUsage = field(default_factory=RunUsage)
+
+
+_PREPAID: ContextVar[PrepaidWrites | None] = ContextVar("relayflow_prepaid", default=None)
 #: S3 requests billed at the PUT, COPY, POST, LIST rate; the others at the GET rate.
 _S3_PUT_CLASS = frozenset(
     {"PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "ListObjects"}
@@ -60,6 +77,28 @@ class AwsUsageRecorder:
         events.register("before-parameter-build", self._keep_params)
         events.register("after-call", self._after_call)
 
+    def quote(self, operation: str, params: Mapping[str, Any]) -> RunUsage:
+        """What a DynamoDB write request about to be sent costs if it succeeds."""
+        priced = self.pricer.quote(operation, params)
+        return RunUsage(
+            dynamodb_requests=1,
+            dynamodb_write_units=priced.table_write_units + priced.index_write_units,
+        )
+
+    @contextlib.contextmanager
+    def prepaid(self, quotes: list[RunUsage]) -> Iterator[PrepaidWrites]:
+        """The DynamoDB requests sent inside were priced ahead (``quotes``, in order) and are
+        carried by the save that sends them: one that succeeds is not counted again. One that
+        fails is counted as usual (DynamoDB bills a failed conditional write), and so is any
+        request beyond the quoted ones (a batch's retry of unprocessed items: one request,
+        its items' units quoted already)."""
+        prepaid = PrepaidWrites(quotes=list(quotes))
+        token = _PREPAID.set(prepaid)
+        try:
+            yield prepaid
+        finally:
+            _PREPAID.reset(token)
+
     def _keep_params(self, params: Any, context: Any, **kwargs: Any) -> None:
         if isinstance(context, dict):
             context[_PARAMS] = dict(params)
@@ -72,6 +111,12 @@ class AwsUsageRecorder:
         answer = parsed if isinstance(parsed, dict) else {}
         failed = "Error" in answer
         usage = self._usage(service, operation, params, answer, failed)
+        prepaid = _PREPAID.get()
+        if prepaid is not None and service == "dynamodb" and not failed:
+            if prepaid.quotes:
+                prepaid.consumed = prepaid.consumed.plus(prepaid.quotes.pop(0))
+                return
+            usage = RunUsage(dynamodb_requests=1)
         if run_id is not None and usage is not None:
             self.meter.add(run_id, usage)
 
@@ -96,10 +141,6 @@ class AwsUsageRecorder:
             if operation in _S3_PUT_CLASS:
                 return RunUsage(s3_puts=1, s3_bytes=moved)
             return RunUsage(s3_gets=1, s3_bytes=moved)
-        if service == "scheduler" and operation == "CreateSchedule" and not failed:
-            return RunUsage(scheduler_invocations=1)
-        if service == "sqs":
-            return RunUsage(sqs_requests=1)
         return None
 
     def _checkpoint_run(self, service: str, params: Mapping[str, Any]) -> str | None:

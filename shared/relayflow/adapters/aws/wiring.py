@@ -187,6 +187,7 @@ def build_aws_driver(
         clock=clock,
         payload_store=payloads,
         usage=clients.usage,
+        pricing=clients.recorder,
     )
     checkpoints = DynamoDBCheckpointLog(
         settings.require("table_name"),

@@ -17,6 +17,8 @@ docs/operations/storage.md lists every item and index.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import secrets
 import threading
@@ -28,10 +30,13 @@ from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.checkpoints import LOG_PREFIX
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
 from relayflow.adapters.aws.runstore import _codec, _keys, _pages
+from relayflow.adapters.aws.runstore._carried import CarriedUsage
 from relayflow.adapters.aws.runstore._header import HeaderCodec, wake_index
 from relayflow.adapters.aws.runstore._index_queries import RunIndexReader
+from relayflow.adapters.aws.runstore._layout import Layout, header_put, lay_out
 from relayflow.adapters.aws.runstore._snapshot import RunSnapshot, StoredPart, diff
 from relayflow.adapters.aws.runstore._upkeep import RunUpkeep
+from relayflow.adapters.aws.usage import AwsUsageRecorder, PrepaidWrites
 from relayflow.clock import SystemClock
 from relayflow.core.record import TERMINAL_STATUSES, RunRecord
 from relayflow.core.views import UnavailableValue
@@ -53,8 +58,9 @@ _COMPACT_MIN = 256 * 1024
 _MISSING = object()
 #: The header attribute holding its inline entries (see ``_pages``).
 _INLINE = "i"
-#: The header item may carry inline entries while it stays within one write unit.
-_INLINE_BUDGET = 1024
+#: Rounds of pricing a save's own writes into the usage it stores (the usage is part of the
+#: header it prices; two rounds settle it but at a write unit's edge).
+_PRICING_ROUNDS = 4
 
 
 class DynamoDBRunStore:
@@ -75,6 +81,9 @@ class DynamoDBRunStore:
             (once, by the save that ends it); without it, those items outlive their header.
         usage: The AWS work counted per run and not saved yet: each save adds the run's to
             the usage stored with it (None: records keep the usage they are given).
+        pricing: Prices the requests of the clients ``usage`` counts: with it, a save also
+            stores what its own writes cost (priced before they are sent), so that it does
+            not wait for the run's next save, which may be made by another process.
     """
 
     def __init__(
@@ -87,9 +96,11 @@ class DynamoDBRunStore:
         payload_store: PayloadStore | None = None,
         expire_entries: bool = True,
         usage: UsageMeter | None = None,
+        pricing: AwsUsageRecorder | None = None,
     ) -> None:
         self.table_name = table_name
         self._usage = usage
+        self._pricing = pricing if usage is not None else None
         self.retention_days = retention_days
         self._client_factory = client_factory
         self._client: DynamoDBClient | None = None
@@ -111,6 +122,7 @@ class DynamoDBRunStore:
         clock: Clock | None = None,
         payload_store: PayloadStore | None = None,
         usage: UsageMeter | None = None,
+        pricing: AwsUsageRecorder | None = None,
     ) -> DynamoDBRunStore:
         """A store on ``RELAYFLOW_TABLE_NAME`` with the configured retention."""
         return cls(
@@ -120,6 +132,7 @@ class DynamoDBRunStore:
             clock=clock,
             payload_store=payload_store,
             usage=usage,
+            pricing=pricing,
         )
 
     def _db(self) -> DynamoDBClient:
@@ -301,21 +314,21 @@ class DynamoDBRunStore:
         Raises:
             RunAlreadyExistsError: A run with this id exists; ``existing`` is that run.
         """
-        with self._carrying_usage(record, None) as usage:
-            return self._insert(record.model_copy(update={"version": 1, "usage": usage}))
+        with self._carrying_usage(record, None) as carried:
+            return self._insert(record.model_copy(update={"version": 1}), carried)
 
-    def _insert(self, stored: RunRecord) -> RunRecord:
+    def _insert(self, record: RunRecord, carried: CarriedUsage) -> RunRecord:
         for _ in range(3):
             try:
-                state = self._write(stored, RunSnapshot(version=0), insert=True)
+                stored, state = self._write(record, RunSnapshot(version=0), carried, insert=True)
             except _ConditionFailed as failed:
-                existing = self._existing_from(stored.id, failed.item)
+                existing = self._existing_from(record.id, failed.item)
                 if existing is None:
                     continue  # deleted between our write and our read: try again
                 raise RunAlreadyExistsError(existing=existing) from None
-            self._keep(stored.id, state)
+            self._keep(record.id, state)
             return stored
-        raise StaleRunError(f"run {stored.id} kept changing while it was being inserted")
+        raise StaleRunError(f"run {record.id} kept changing while it was being inserted")
 
     def _existing_from(self, run_id: str, old: dict[str, Any] | None) -> RunRecord | None:
         if old is not None and "z" in old and "head" not in old and _INLINE not in old:
@@ -337,10 +350,10 @@ class DynamoDBRunStore:
                 raise StaleRunError(
                     f"run {record.id} is at version {stored}, not {expected_version}"
                 )
-        with self._carrying_usage(record, state) as usage:
-            saved = record.model_copy(update={"version": expected_version + 1, "usage": usage})
+        with self._carrying_usage(record, state) as carried:
+            unsaved = record.model_copy(update={"version": expected_version + 1})
             try:
-                new_state = self._write(saved, state, insert=False)
+                saved, new_state = self._write(unsaved, state, carried, insert=False)
             except _ConditionFailed as exc:
                 self._forget(record.id)
                 found = exc.version
@@ -350,34 +363,29 @@ class DynamoDBRunStore:
                 ) from None
         self._keep(record.id, new_state)
         if saved.is_terminal and self._usage is not None:
-            # The final save's own work is never recorded: nothing is held for a run that
+            # What follows the final save is never recorded: nothing is held for a run that
             # ended (a redrive starts counting again).
             self._usage.drop(record.id)
         return saved
 
     @contextlib.contextmanager
-    def _carrying_usage(
-        self, record: RunRecord, old: RunSnapshot | None
-    ) -> Iterator[RunUsage | None]:
+    def _carrying_usage(self, record: RunRecord, old: RunSnapshot | None) -> Iterator[CarriedUsage]:
         """The usage a save of ``record`` stores: the stored run's plus what was counted for
-        it since (given back to the meter if the save fails, for the next one to carry)."""
-        if self._usage is None:
-            yield record.usage
-            return
-        taken = self._usage.take(record.id)
+        it until its header is written (given back to the meter if the save fails, for the
+        next one to carry)."""
         stored = old.record.usage if old is not None and old.record is not None else None
+        carried = CarriedUsage(record.id, record.usage, stored, self._usage)
         try:
-            if stored is None:
-                yield None if taken.is_empty else taken
-            else:
-                yield stored.plus(taken)
+            yield carried
         except BaseException:
-            self._usage.add(record.id, taken)
+            carried.give_back()
             raise
 
-    def _write(self, record: RunRecord, old: RunSnapshot, *, insert: bool) -> RunSnapshot:
+    def _write(
+        self, record: RunRecord, old: RunSnapshot, carried: CarriedUsage, *, insert: bool
+    ) -> tuple[RunRecord, RunSnapshot]:
         """Write what changed (inline in the header, or as pages first), then the conditional
-        header; returns the state."""
+        header; returns the record as stored and its state."""
         run_id = record.id
         expires = self._expiry(record)
         if old.terminal and expires is None and self._expire_entries:
@@ -386,7 +394,6 @@ class DynamoDBRunStore:
             # the pages of an ended run without their expiry, never a live run with one.
             self._upkeep.unstamp(run_id)
         change = diff(record, old, lambda part, data: self._offload(run_id, part, data))
-        packed, fields = self._headers.document(record, old)
         # The save that ends the run stamps the expiry on the pages written before it and on
         # its delivery ids (and a later save retries if that failed); pages written from then
         # on carry it already.
@@ -401,59 +408,56 @@ class DynamoDBRunStore:
         )
         new = RunSnapshot(
             version=record.version,
-            record=_codec.detached(record),
+            record=None,
             parts=change.parts,
             head=old.head,
             chain=old.chain,
             stored=old.stored,
             live=change.live,
             dead=old.dead,
-            fields=fields,
             expiry_pending=bool(stamp),
             wake_index=wake_index(record, old, self._clock.now_ms()),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
         encoded = [_pages.encode_entry(part, data, ref) for part, data, ref in written]
-        pending = [*old.inline, *encoded]
+        layout = Layout(
+            pending=[*old.inline, *encoded],
+            prev=old.head,
+            commit=_keys.commit_id(record.version, secrets.token_hex(4)),
+            expires=expires,
+        )
         new.stored += sum(len(entry) + 1 for entry in encoded)
         superseded: list[str] = []
-        page_keys: list[str] = []
-        prev: str | None = old.head
-        header: dict[str, Any] | None = None
         if encoded and old.head is not None and new.stored - new.live > max(new.live, _COMPACT_MIN):
             # Rewrite the live entries as one chain of their own; the old one goes.
-            pending = [
+            layout.pending = [
                 _pages.encode_entry(
                     part, None if p.ref is not None else attributes.encode(p.obj), p.ref
                 )
                 for group in new.parts.values()
                 for part, p in group.items()
             ]
-            prev, superseded = None, old.chain
-            new.chain, new.stored = [], sum(len(entry) + 1 for entry in pending)
-        else:
-            new.inline = pending
-            header = self._headers.item(record, packed, new, expires)
-            if pending and attributes.item_size(header) > _INLINE_BUDGET:
-                header = None
-        if header is None:
-            # The entries outgrow the header: they move to a page set of their own.
-            new.inline = []
-            bodies = _pages.pack_encoded(pending)
-            commit = _keys.commit_id(record.version, secrets.token_hex(4))
-            items = _pages.page_items(run_id, commit, prev, bodies, expires)
-            page_keys = [item[tables.SK]["S"] for item in items]
-            self._upkeep.put_pages(run_id, items)
-            new.head = commit
-            new.chain = [*new.chain, *page_keys]
-            header = self._headers.item(record, packed, new, expires)
+            layout.prev, layout.compacting, superseded = None, True, old.chain
+            new.chain, new.stored = [], sum(len(entry) + 1 for entry in layout.pending)
+        layout.chain = new.chain
+        stored, header, items, quotes = self._priced(record, old, new, layout, carried, insert)
+        page_keys = [item[tables.SK]["S"] for item in items]
+        prepaid = PrepaidWrites(quotes=[])
         try:
-            self._put_header(run_id, header, insert, old.version)
+            with self._prepaid(quotes) as prepaid:
+                if items:
+                    self._upkeep.put_pages(run_id, items)
+                self._put_header(run_id, header, insert, old.version)
         except _ConditionFailed as failed:
             if failed.item != header:
+                carried.not_stored(prepaid.consumed)
                 self._upkeep.delete(run_id, page_keys)
                 raise
             # Else an earlier attempt of this very request was applied: the write is done.
+        except BaseException:
+            carried.not_stored(prepaid.consumed)
+            raise
+        new.record = _codec.detached(stored)
         garbage_keys = [*superseded, *old.dead]
         if garbage_keys:
             self._upkeep.delete(run_id, garbage_keys)
@@ -464,23 +468,57 @@ class DynamoDBRunStore:
             and self._upkeep.stamp(run_id, expires, deliveries=_delivered(record))
         ):
             new.expiry_pending = False
-        return new
+        return stored, new
+
+    def _priced(
+        self,
+        record: RunRecord,
+        old: RunSnapshot,
+        new: RunSnapshot,
+        layout: Layout,
+        carried: CarriedUsage,
+        insert: bool,
+    ) -> tuple[RunRecord, dict[str, Any], list[dict[str, Any]], list[RunUsage]]:
+        """The record to store with its usage, its header and page items, and what each
+        write costs when the save carries its own writes (the usage is part of the header it
+        prices, so it is priced again until that settles; if it does not, the writes are
+        counted when made and the next save carries them)."""
+        own = RunUsage()
+        known = old
+        for _ in range(_PRICING_ROUNDS if self._pricing is not None else 1):
+            stored = record.model_copy(update={"usage": carried.with_own(own)})
+            packed, new.fields = self._headers.document(stored, known)
+            # A header field put in the payload store once is not put again.
+            known = dataclasses.replace(old, fields=new.fields)
+            header, items = lay_out(self._headers, stored, packed, new, layout)
+            if self._pricing is None:
+                return stored, header, items, []
+            quotes = [
+                self._pricing.quote("BatchWriteItem", request)
+                for request in self._upkeep.page_requests(items)
+            ]
+            quotes.append(
+                self._pricing.quote(
+                    "PutItem", header_put(self.table_name, header, insert, old.version)
+                )
+            )
+            priced = functools.reduce(RunUsage.plus, quotes, RunUsage())
+            if priced == own:
+                return stored, header, items, quotes
+            own = priced
+        stored = record.model_copy(update={"usage": carried.with_own(RunUsage())})
+        packed, new.fields = self._headers.document(stored, known)
+        header, items = lay_out(self._headers, stored, packed, new, layout)
+        return stored, header, items, []
+
+    def _prepaid(self, quotes: list[RunUsage]) -> contextlib.AbstractContextManager[PrepaidWrites]:
+        if self._pricing is None:
+            return contextlib.nullcontext(PrepaidWrites(quotes=[]))
+        return self._pricing.prepaid(quotes)
 
     def _put_header(self, run_id: str, header: dict[str, Any], insert: bool, old: int) -> None:
-        params: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": header,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        if insert:
-            params["ConditionExpression"] = "attribute_not_exists(#pk)"
-            params["ExpressionAttributeNames"] = {"#pk": tables.PK}
-        else:
-            params["ConditionExpression"] = "#v = :v"
-            params["ExpressionAttributeNames"] = {"#v": "version"}
-            params["ExpressionAttributeValues"] = {":v": attributes.n(old)}
         try:
-            self._db().put_item(**params)
+            self._db().put_item(**header_put(self.table_name, header, insert, old))
         except Exception as exc:
             if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
                 raise _ConditionFailed(getattr(exc, "response", {}).get("Item")) from None

@@ -45,9 +45,18 @@ class RunUpkeep:
         item ever written with ``PutItem``.
         """
         try:
-            self._batch(run_id, [{"PutRequest": {"Item": item}} for item in items])
+            self._batch(run_id, _puts(items))
         except Exception as exc:
             reraise(exc, f"writing run {run_id}")
+
+    def page_requests(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``BatchWriteItem`` parameters :meth:`put_pages` sends for ``items`` (when
+        DynamoDB processes each whole), for pricing them before they are sent."""
+        puts = _puts(items)
+        return [
+            {"RequestItems": {self.table_name: puts[start : start + _BATCH]}}
+            for start in range(0, len(puts), _BATCH)
+        ]
 
     def delete(self, run_id: str, sort_keys: list[str]) -> None:
         """Delete page items no header reaches (best effort)."""
@@ -161,6 +170,10 @@ class RunUpkeep:
                     aws_code="UnprocessedItems",
                     transient=True,
                 )
+
+
+def _puts(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"PutRequest": {"Item": item}} for item in items]
 
 
 def _with_ttl(item: dict[str, Any], expires: int | None) -> dict[str, Any]:

@@ -34,5 +34,8 @@ def test_a_failed_attempt_shows_what_it_was_given(clean_registry: None) -> None:
     valued = api.get(f"/api/runs/{run['id']}/timeline", query={"values": "true"}).body["entries"]
 
     attempts = [e for e in valued if e["type"] == "step" and e["id"] == "charge-card"]
-    assert [(e["outcome"], e["input"]) for e in attempts] == [("err", [{"total": 42}]), ("ok", None)]
+    assert [(e["outcome"], e["input"]) for e in attempts] == [
+        ("err", [{"total": 42}]),
+        ("ok", None),
+    ]
     assert all(e["input"] is None for e in plain), "arguments come with the values only"

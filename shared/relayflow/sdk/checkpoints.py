@@ -240,12 +240,13 @@ class Checkpointer:
         self.wait(self.submit(kind, **fields))
 
     def _append(self, seq: int, batch: list[CheckpointEntry]) -> None:
+        # The batch's entries are this log's own snapshots (``submit``): numbered in place.
+        for submitted in batch:
+            submitted.seq = seq
         if len(batch) == 1:
-            entry = batch[0].model_copy(update={"seq": seq})
+            entry = batch[0]
         else:
-            entry = CheckpointEntry(
-                seq=seq, kind="group", entries=[e.model_copy(update={"seq": seq}) for e in batch]
-            )
+            entry = CheckpointEntry(seq=seq, kind="group", entries=batch)
         try:
             self._log.append(self._run_id, entry)
         except CheckpointSlotTakenError as exc:
@@ -276,8 +277,15 @@ class Checkpointer:
 
 
 def _frozen(fields: dict[str, Any]) -> dict[str, Any]:
-    """Deep copies of the models among ``fields`` (later in-place edits do not reach them)."""
-    return {
-        name: value.model_copy(deep=True) if isinstance(value, BaseModel) else value
-        for name, value in fields.items()
-    }
+    """Copies of the models among ``fields`` that later in-place edits do not reach."""
+    return {name: _snapshot(value) for name, value in fields.items()}
+
+
+def _snapshot(value: Any) -> Any:
+    if isinstance(value, StepJournalEntry):
+        # A journal entry changes in place by reassigned fields and by its attempts (added,
+        # dropped, marked); its output is a serialised value the runtime owns and never
+        # edits. Copying just that much keeps a step's snapshot cheap (a deep copy of the
+        # output was most of a step's CPU).
+        return value.model_copy(update={"attempts": [a.model_copy() for a in value.attempts]})
+    return value.model_copy(deep=True) if isinstance(value, BaseModel) else value

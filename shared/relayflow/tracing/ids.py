@@ -9,6 +9,7 @@ caller's and its root span is a child of the caller's span.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -35,6 +36,7 @@ class SpanRef:
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-{flags:02x}"
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_traceparent(value: str | None) -> SpanRef | None:
     """The span a W3C ``traceparent`` value names; None for a missing or malformed one."""
     if not value:

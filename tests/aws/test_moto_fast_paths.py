@@ -166,8 +166,44 @@ def _conditional_writes(client: Any) -> list[Any]:
     return answers
 
 
+def _transactions(client: Any) -> list[Any]:
+    """A transaction cancelled by its last item leaves every item it wrote as it was (the
+    rollback copy); the same items without the failing check all apply."""
+    key = {"pk": {"S": "p1"}, "sk": {"S": "0005"}}
+    items: list[dict[str, Any]] = [
+        {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "p8"}, "sk": {"S": "0001"}}}},
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": key,
+                "UpdateExpression": "SET #n = #n + :one, #added = :one",
+                "ExpressionAttributeNames": {"#n": "n", "#added": "added"},
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        },
+        {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "p0"}, "sk": {"S": "0003"}}}},
+    ]
+    failing = {
+        "ConditionCheck": {
+            "TableName": TABLE,
+            "Key": {"pk": {"S": "p2"}, "sk": {"S": "0002"}},
+            "ConditionExpression": "v = :v",
+            "ExpressionAttributeValues": {":v": {"N": "99"}},
+        }
+    }
+    return [
+        client.get_item(TableName=TABLE, Key=key, ConsistentRead=True),
+        _refusal(lambda: client.transact_write_items(TransactItems=[*items, failing])),
+        client.scan(TableName=TABLE),
+        client.transact_write_items(TransactItems=items),
+        client.scan(TableName=TABLE),
+    ]
+
+
 @pytest.mark.parametrize(
-    "calls", [_reads, _conditional_writes], ids=["reads", "conditional writes"]
+    "calls",
+    [_reads, _conditional_writes, _transactions],
+    ids=["reads", "conditional writes", "transactions"],
 )
 def test_the_faster_moto_answers_what_moto_answers(calls: Callable[[Any], list[Any]]) -> None:
     plain = _answers(calls, moto.mock_aws())

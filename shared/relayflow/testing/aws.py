@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from relayflow.errors import ValidationError
+from relayflow.testing._moto_transactions import TransactionCopy, copy_each_table_once
 
 __all__ = ["AtomicMockAWS", "atomic_requests", "mock_aws"]
 
@@ -117,7 +118,7 @@ class _Installation:
     def _swap_transaction_copy(self) -> None:
         models: Any = importlib.import_module("moto.dynamodb.models")
         self._saved_copy = models.copy
-        models.copy = _TransactionCopy()
+        models.copy = TransactionCopy()
 
     def _restore_transaction_copy(self) -> None:
         models: Any = importlib.import_module("moto.dynamodb.models")
@@ -148,7 +149,7 @@ def _patches() -> list[_Patch]:
         _Patch(SQSResponse, "call_action", lock("sqs")),
         _Patch(S3Response, "bucket_response", lock("s3")),
         _Patch(S3Response, "key_response", lock("s3")),
-        _Patch(DynamoDBBackend, "transact_write_items", _copy_each_table_once),
+        _Patch(DynamoDBBackend, "transact_write_items", copy_each_table_once),
         _Patch(DynamoHandler, "batch_write_item", _leaving_items_unprocessed),
         _Patch(Table, "query", _lagging_index_read),
         _Patch(Table, "query", _one_partition_query),
@@ -172,41 +173,6 @@ def atomic_requests() -> Iterator[None]:
         yield
     finally:
         _INSTALLATION.release()
-
-
-# ---- fast transactions: one table copy per transaction ---------------------------------
-
-_transaction = threading.local()
-
-
-class _TransactionCopy:
-    """``copy`` for moto's DynamoDB models: inside a transaction, one deep copy per object.
-
-    moto 5 deep-copies a table for every item of a ``TransactWriteItems`` (to roll back on
-    failure), which makes long runs quadratic; the first copy is the state to roll back to.
-    """
-
-    @staticmethod
-    def deepcopy(obj: Any, memo: Any = None) -> Any:
-        copies: dict[int, tuple[Any, Any]] | None = getattr(_transaction, "copies", None)
-        if copies is None:
-            return copy.deepcopy(obj, memo)
-        if id(obj) not in copies:
-            # The original is kept alive with its copy, so its id cannot be reused meanwhile.
-            copies[id(obj)] = (obj, copy.deepcopy(obj, memo))
-        return copies[id(obj)][1]
-
-
-def _copy_each_table_once(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        _transaction.copies = {}
-        try:
-            original(self, transact_items)
-        finally:
-            _transaction.copies = None
-
-    return transact_write_items
 
 
 # ---- fast reads: a query reads its partition, the server looks things up once ----------

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from relayflow.adapters.aws import compression
 from relayflow.adapters.aws.checkpoints import DynamoDBCheckpointLog, log_sk
 from relayflow.adapters.aws.clients import AwsClients
 from relayflow.adapters.aws.runstore import DynamoDBRunStore
@@ -101,6 +102,30 @@ def test_log_items_are_small_expire_and_refuse_a_taken_slot(on_moto: None) -> No
     assert isinstance(taken, CheckpointEntry)
     assert (taken.kind, taken.key) == ("step", "s3")
     assert isinstance(taken.step, StepJournalEntry) and taken.step.output == 9
+
+
+def test_a_stored_group_leaves_out_fields_at_their_default_and_reads_back_whole(
+    on_moto: None,
+) -> None:
+    env = moto_driver(workflows=[per_step], services={"steps": Steps(crash_at=None)})
+    step = StepJournalEntry(
+        status="ok", output={"n": 1}, started_at=5, finished_at=7, attempts=[], ordinal=0
+    )
+    members = [
+        CheckpointEntry(seq=4, kind="step", key=key, step=step) for key in ("a/s", "branch:a")
+    ]
+    env.checkpoints.append("r2", CheckpointEntry(seq=4, kind="group", entries=members))
+    client = AwsClients(region="eu-west-1").dynamodb()
+    item = client.get_item(
+        TableName=SETTINGS.require("table_name"), Key={"pk": {"S": "r2"}, "sk": {"S": log_sk(4)}}
+    )["Item"]
+    stored = compression.unpack(item["z"]["B"]).decode("utf-8")
+    for default in ('"runtime"', '"compensate"', '"metadataUpdates"', '"attempt"'):
+        assert default not in stored
+    (read,) = env.checkpoints.read("r2", 3)
+    assert read == CheckpointEntry(seq=4, kind="group", entries=members)
+    assert read.entries is not None and read.entries[0].step is not None
+    assert (read.entries[0].step.runtime, read.entries[0].step.attempt) == ("edge", 1)
 
 
 def test_two_drivers_racing_one_run_never_interleave_on_aws(on_moto: None) -> None:

@@ -175,8 +175,11 @@ class DynamoDBCheckpointLog:
     # ---- items ----------------------------------------------------------------------------
 
     def _item(self, run_id: str, entry: CheckpointEntry) -> dict[str, Any]:
+        # Fields at their default are left out, as in a run's pages: reading fills them in.
         body = attributes.encode(
-            entry.model_dump(by_alias=True, exclude_none=True, exclude={"seq"})
+            entry.model_dump(
+                by_alias=True, exclude_none=True, exclude_defaults=True, exclude={"seq"}
+            )
         )
         item: dict[str, Any] = {
             tables.PK: attributes.s(run_id),

@@ -207,9 +207,9 @@ def http_rows(result: RequestsResult) -> list[Row]:
 def recorded_row(run: RunCost) -> Row | None:
     """What the run's own record says it cost next to what the meter counted for it.
 
-    The meter also saw the run's final save (which no save carries) and the reading of its
-    result after it ended; the record's orchestrator time is wall time on moto, so only its
-    AWS units are compared here.
+    The meter also saw what follows the run's final save (the expiry stamped on its pages,
+    the statistics write of its end) and the reading of its result after it ended; the
+    record's orchestrator time is wall time on moto, so only its AWS units are compared here.
     """
     usage = run.recorded
     if usage is None:
@@ -227,8 +227,9 @@ def recorded_row(run: RunCost) -> Row | None:
         f"(${cost_of_usage(units_only).total * scale:.2f} per 1M steps before Lambda time); "
         f"meter {t.write_units} WU, {t.read_units:g} RU, {requests} requests, "
         f"{run.lambdas.total(separate_step_host=False)} invocations, "
-        f"{run.lambdas.alarm_drives} alarms; not recorded: the final save and the read of "
-        f"the result ({t.write_units - usage.dynamodb_write_units:g} WU, "
+        f"{run.lambdas.alarm_drives} alarms; not recorded: what follows the final save (the "
+        f"expiry stamped on its pages, the statistics write) and the read of the result "
+        f"({t.write_units - usage.dynamodb_write_units:g} WU, "
         f"{requests - usage.dynamodb_requests} requests)",
     )
 

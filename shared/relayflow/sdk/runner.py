@@ -30,6 +30,11 @@ def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:
+        # Outside the except block: an error of the coroutine is not chained to the lookup's.
         return asyncio.run(coro)
     box: dict[str, Any] = {}
 

@@ -240,3 +240,24 @@ def test_a_failed_attempt_formats_its_traceback_once(monkeypatch: pytest.MonkeyP
     # raised again, the object has a new traceback and is formatted again.
     assert formatted == [shared, shared]
     assert [e.error.stack for e in detail.timeline][1] == detail.error.stack
+
+
+async def fetch_order(order: dict[str, Any]) -> Any:
+    return order["id"]
+
+
+def test_an_async_step_of_a_def_body_shows_its_own_error_only() -> None:
+    """The step's coroutine runs on a loop of its own: its traceback carries no exception of
+    relayflow's looking for a running loop ("During handling of the above exception")."""
+
+    @workflow(id="tb.async_step")
+    def body(data: Any, ctx: Any) -> Any:
+        return ctx.step("fetch", fetch_order, {}, retry=RetryPolicy(max=1))
+
+    env = WorkflowTestEnv(workflows=[body])
+    error = failed_run(env, "tb.async_step").error
+
+    assert error.name == "KeyError"
+    assert "no running event loop" not in error.stack
+    assert "During handling of the above exception" not in error.stack
+    assert error.stack.rstrip().endswith("KeyError: 'id'")

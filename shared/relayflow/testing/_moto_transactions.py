@@ -3,11 +3,10 @@
 moto 5 deep-copies each table a transaction touches, for every item of the transaction, so
 that it can put the table back when an item fails. A table only grows in a long test (and
 in the local stack), so each transaction costs more than the one before and a test that
-finishes a thousand runs spends minutes copying. The copy moto gets here instead is the
-table with its partitions copied one level deep, sharing every item object, except the
-items this transaction names, which are deep copies: a put or a delete replaces or removes
-an item object in the live table (the copy keeps the old one), and only an update changes
-an item object in place. One copy per table per transaction is made.
+finishes a thousand runs spends minutes copying. The copy moto gets here instead shares
+every partition of the table with it except those of the items this transaction names,
+which are deep copies: the transaction writes nothing else. One copy per table per
+transaction is made.
 """
 
 from __future__ import annotations
@@ -42,24 +41,11 @@ def _rollback_copy(obj: Any, keys: list[tuple[str, dict[str, Any]]]) -> Any:
     if not isinstance(obj, Table):
         return copy.deepcopy(obj)
     table = copy.copy(obj)
-    items = obj.items.copy()
-    if obj.has_range_key:
-        for hash_value, partition in items.items():
-            items[hash_value] = partition.copy()
+    table.items = obj.items.copy()
     for table_name, key in keys:
-        if table_name != obj.name or obj.hash_key_attr not in key:
-            continue
-        hash_value = DynamoType(key[obj.hash_key_attr])
-        if obj.has_range_key:
-            range_attr = obj.range_key_attr
-            if range_attr not in key or hash_value not in items:
-                continue
-            range_value = DynamoType(key[range_attr])
-            if range_value in items[hash_value]:
-                items[hash_value][range_value] = copy.deepcopy(items[hash_value][range_value])
-        elif hash_value in items:
-            items[hash_value] = copy.deepcopy(items[hash_value])
-    table.items = items
+        hash_value = DynamoType(key[obj.hash_key_attr]) if obj.hash_key_attr in key else None
+        if table_name == obj.name and hash_value in table.items:
+            table.items[hash_value] = copy.deepcopy(obj.items[hash_value])
     return table
 
 

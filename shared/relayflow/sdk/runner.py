@@ -25,16 +25,19 @@ T = TypeVar("T")
 ContextFactory = Callable[[ContextCore, Any], Any]
 
 
-def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from synchronous code, even under a running loop."""
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop (asked apart from running the coroutine, whose
+    error would otherwise be chained to the lookup's ``RuntimeError``)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        running = False
-    else:
-        running = True
-    if not running:
-        # Outside the except block: an error of the coroutine is not chained to the lookup's.
+        return False
+    return True
+
+
+def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code, even under a running loop."""
+    if not _loop_running():
         return asyncio.run(coro)
     box: dict[str, Any] = {}
 

@@ -167,8 +167,10 @@ TOPICS = (
     Topic("4 ingest", "Figure 4: event ingest"),
     Topic("5 limits", "Figure 5: scale limits"),
     Topic("6 timers", "Figure 6: timers"),
-    Topic("6 time", "Figure 6: time budgets and deliveries"),
+    Topic("6 time", "Figure 7: time budgets and deliveries"),
     Topic("8 flow control", "Figure 8: flow control"),
+    Topic("9 bulk actions", "Figure 9: bulk actions"),
+    Topic("10 fan-out", "Figure 10: fan-out"),
 )
 
 

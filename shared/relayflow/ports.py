@@ -112,7 +112,17 @@ class RunStore(Protocol):
         ...
 
     def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
-        """Store ``record`` if the stored version is ``expected_version``; returns it saved."""
+        """Store ``record`` if the stored version is ``expected_version`` and, unless
+        ``record.delivery_mark``, no delivery marked it since; returns it saved."""
+        ...
+
+    def mark_dirty(self, run_id: str, *, version: int) -> bool:
+        """Mark the stored run dirty if it is at ``version``, without changing its version
+        (so concurrent marks never fail each other); False when it is at another.
+
+        The next save of a record read before the mark fails as stale, so the run's holder
+        reads it again and sees ``dirty`` (and ``delivery_mark``) before it lets go.
+        """
         ...
 
     def list_runs(self, query: RunQuery) -> RunPage: ...

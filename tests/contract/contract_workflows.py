@@ -231,6 +231,16 @@ def gated_collect(data: Any, ctx: Any) -> Any:
     return [ctx.wait_for_event("item") for _ in range(data["n"])]
 
 
+@workflow(id="ct.gated_sleep_then_item")
+def gated_sleep_then_item(data: Any, ctx: Any) -> Any:
+    """Runs one step that blocks until its gate opens, sleeps a minute, then waits for an
+    ``item`` event (while it sleeps it waits on a timer only)."""
+    gate = ctx.services.resolve("gate")
+    ctx.step("gate", gate.wait_open)
+    ctx.sleep("1m")
+    return ctx.wait_for_event("item")
+
+
 @workflow(id="ct.token_then_items")
 def token_then_items(data: Any, ctx: Any) -> Any:
     """Waits for a token, then for ``n`` items, then for an ``end`` event."""

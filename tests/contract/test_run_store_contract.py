@@ -67,6 +67,38 @@ def test_saves_are_conditional_on_the_version(store: RunStore) -> None:
     assert found is not None and found.status == "waiting" and found.version == 2
 
 
+def test_a_delivery_mark_fails_the_next_save_of_a_record_read_before_it(
+    store: RunStore,
+) -> None:
+    first = store.try_insert(record("r", input=1))
+    assert store.mark_dirty("r", version=first.version)
+    assert store.mark_dirty("r", version=first.version), "marks never fail each other"
+    assert not store.mark_dirty("r", version=first.version + 1)
+    assert not store.mark_dirty("missing", version=1)
+    with pytest.raises(StaleRunError):
+        store.save(first.model_copy(update={"input": 2}), expected_version=first.version)
+    for read in (store.get("r"), store.get_header("r")):
+        assert read is not None
+        assert (read.version, read.dirty, read.delivery_mark) == (first.version, True, True)
+    marked = store.get("r")
+    assert marked is not None
+    saved = store.save(
+        marked.model_copy(update={"dirty": False, "input": 3}), expected_version=marked.version
+    )
+    assert not saved.delivery_mark
+    again = store.get("r")
+    assert again is not None
+    assert (again.version, again.dirty, again.delivery_mark, again.input) == (
+        saved.version,
+        False,
+        False,
+        3,
+    )
+    assert not store.mark_dirty("r", version=first.version), "a version saved over stays"
+    kept = store.save(again.model_copy(update={"input": 4}), expected_version=again.version)
+    assert kept.input == 4
+
+
 def test_a_record_round_trips_through_the_store(store: RunStore) -> None:
     original = record(
         "r",

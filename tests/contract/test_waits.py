@@ -242,6 +242,89 @@ def test_deliveries_into_a_run_being_driven_are_acknowledged_at_once_and_taken_o
     assert sorted(done.output) == list(range(n)), "each delivery is taken exactly once"
 
 
+def held_in_its_first_step(
+    make_env: MakeEnv, run_id: str
+) -> tuple[DriverHarness, Gate, threading.Thread]:
+    """A run of ``ct.gated_sleep_then_item`` held by a drive inside its gated first step."""
+    gate = Gate()
+    env = make_env(workflows=[wf.gated_sleep_then_item], services={"gate": gate})
+    driving = threading.Thread(
+        target=lambda: env.trigger("ct.gated_sleep_then_item", None, run_id=run_id), daemon=True
+    )
+    driving.start()
+    assert gate.entered.wait(60)
+    return env, gate, driving
+
+
+@pytest.mark.race
+def test_a_delivery_that_sees_the_run_held_marks_it_and_is_taken_when_the_holder_lets_go(
+    make_env: MakeEnv,
+) -> None:
+    run_id = "run_marked"
+    env, gate, driving = held_in_its_first_step(make_env, run_id)
+    assert env.send_event(run_id, "item", {"n": 1}, event_id="e1").status == "buffered"
+    held = env.engine.runs.get(run_id)
+    assert held is not None and held.lease is not None and held.dirty, "the delivery marks it"
+    # A second delivery finds the mark and leaves the run as it is.
+    assert env.send_event(run_id, "other", None, event_id="e2").status == "buffered"
+    assert env.engine.runs.get(run_id).version == held.version
+    gate.opened.set()
+    driving.join(60)
+    assert not driving.is_alive(), "the drive never let go of the run"
+    # The run now waits on its sleep alone; the holder took both deliveries as it let go.
+    parked = env.get_run(run_id)
+    assert parked.status == "waiting"
+    pending = env.engine.pending
+    assert pending is not None and pending.pending(run_id) == []
+    env.advance("1m")
+    done = env.get_run(run_id)
+    assert (done.status, done.output) == ("completed", {"n": 1})
+
+
+@pytest.mark.race
+def test_a_delivery_whose_mark_comes_after_the_holder_let_go_takes_itself_into_the_run(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = "run_late_mark"
+    env, gate, driving = held_in_its_first_step(make_env, run_id)
+    runs = env.engine.runs
+    mark = runs.mark_dirty
+
+    def mark_after_the_holder_let_go(marked_id: str, *, version: int) -> bool:
+        gate.opened.set()
+        driving.join(60)
+        return mark(marked_id, version=version)
+
+    monkeypatch.setattr(runs, "mark_dirty", mark_after_the_holder_let_go)
+    assert env.send_event(run_id, "item", {"n": 2}, event_id="e1").status == "buffered"
+    assert not driving.is_alive(), "the drive never let go of the run"
+    parked = env.engine.runs.get(run_id)
+    assert parked is not None and parked.lease is None and not parked.dirty
+    assert [item.id for item in parked.inbox] == ["e1"]
+    pending = env.engine.pending
+    assert pending is not None and pending.pending(run_id) == []
+    env.advance("1m")
+    done = env.get_run(run_id)
+    assert (done.status, done.output) == ("completed", {"n": 2})
+
+
+def test_a_run_that_parks_on_a_timer_unmarked_does_not_read_its_stored_deliveries(
+    make_env: MakeEnv,
+) -> None:
+    recorder = wf.Recorder()
+    env = make_env(workflows=[wf.sleepy], services={"rec": recorder})
+    pending = env.engine.pending
+    assert pending is not None
+    reads: list[str] = []
+    read = pending.pending
+    env.engine.pending.pending = lambda run_id: reads.append(run_id) or read(run_id)  # type: ignore[method-assign]
+    run = env.trigger("ct.sleepy", None)
+    assert run.status == "waiting"
+    env.advance("10m")
+    assert env.get_run(run.id).status == "completed"
+    assert reads == []
+
+
 @pytest.mark.parametrize(("on_timeout", "output"), [("null", {"got": None})])
 def test_a_wait_timeout_resolves_to_none(make_env: MakeEnv, on_timeout: str, output: dict) -> None:
     env = make_env(workflows=[wf.event_timeout])

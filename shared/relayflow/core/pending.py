@@ -57,6 +57,12 @@ def injection_of(item: InboxItem) -> Injection:
     )
 
 
+def waits_on_timers_only(record: RunRecord) -> bool:
+    """Whether no delivery could resolve one of the run's waits: it waits on timers only
+    (sleeps, retry delays) or on nothing, so a stored delivery can wait for its next drive."""
+    return all(wait.kind == "DATETIME" for wait in record.pending_waitpoints)
+
+
 def take(record: RunRecord, items: Iterable[InboxItem], now: int, settings: CoreSettings) -> Taken:
     """Take ``items`` (in the order received) into ``record``; it must not have ended.
 

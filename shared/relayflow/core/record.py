@@ -236,6 +236,11 @@ class RunRecord(RecordModel):
     version: int = 0
     lease: Lease | None = None
     dirty: bool = False
+    #: A delivery marked the stored run dirty while it was held (see
+    #: ``RunStore.mark_dirty``): set by the store when it reads the mark, never stored in
+    #: the document. A save of a record read before the mark fails as stale; a record that
+    #: carries it clears the mark.
+    delivery_mark: bool = Field(default=False, exclude=True)
     inbox: list[InboxItem] = Field(default_factory=list)
     seen_injection_ids: list[str] = Field(default_factory=list)
     wake_at: int | None = None

@@ -4,8 +4,9 @@ One holder at a time per run has its lease (owner, expiry); whoever changes a le
 leaves a dirty mark so the holder looks again before it lets go (a change made while the run
 is held is never lost when the holder saves and lets go). Events and
 signals are stored on their own first (``ports.PendingDeliveries``) and taken into the
-record by the run's holder, or by the delivery itself when nobody holds the run: concurrent
-deliveries never contend on the run's record while it is driven.
+record by the run's holder, or by the delivery itself when nobody holds the run; a delivery
+that finds the run held marks it without changing its version, so concurrent deliveries
+never fail each other and only the holder's next save fails.
 
 The engine is one class built in layers, one module each: ``_base`` (wiring, time limits,
 hand-offs), ``_effects`` (conditional changes and effects), ``_holding`` (leases, saves,

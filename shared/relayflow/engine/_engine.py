@@ -13,7 +13,7 @@ from relayflow.core.effects import Effect, Transition
 from relayflow.core.inbox import Injection, InjectionResult
 from relayflow.core.interventions import cancel, inject, on_alarm
 from relayflow.core.operations import applied, note, pause, redrive, resume, upgrade
-from relayflow.core.pending import result_in, take
+from relayflow.core.pending import result_in, take, waits_on_timers_only
 from relayflow.core.record import NOT_STARTED, RunAction, RunRecord
 from relayflow.core.trigger import TriggerSpec, new_run
 from relayflow.costs.usage import RunUsage
@@ -149,10 +149,12 @@ class Engine(RunOperations, InvocationCycle):
         self, pending: PendingDeliveries, run_id: str, injection: Injection
     ) -> tuple[InjectionResult, RunRecord]:
         """Store the delivery, then take it into a waiting run nobody holds; a run that is
-        held or running is left to its drive.
+        held or running is marked dirty and left to its drive.
 
-        The delivery is stored before the run is read, and the holder reads the store after
-        it lets go of the lease: a delivery that sees the run leased is always found.
+        The delivery is stored before the run is read, and one that sees the run leased
+        marks it (``RunStore.mark_dirty``): the mark fails the holder's next save, and a
+        holder that saw a mark reads the store after it lets go of the lease, so a delivery
+        that sees the run leased is always found.
         """
         # A repeat finds its id stored already (its first attempt died before the id was
         # taken, or is still under way): it takes it all the same, so a delivery whose
@@ -177,9 +179,14 @@ class Engine(RunOperations, InvocationCycle):
                 inject(record, injection, now, self.settings)  # raises: it ended
             lease = record.lease
             if (lease is not None and lease.expires_at > now) or record.status == "running":
-                # The holder takes it; a running run nobody holds yet is due for a drive
-                # (handed off, or the sweeper's), which takes it first.
-                return InjectionResult("buffered"), record
+                # The holder takes it (a running run nobody holds yet is due for a drive,
+                # handed off or the sweeper's, whose holder takes it) before it lets go: the
+                # mark fails the holder's next save, so it reads the run again and looks.
+                # An unchanged version means the holder has not saved since the run was
+                # read; a run marked already needs no second mark.
+                if record.dirty or self.runs.mark_dirty(run_id, version=record.version):
+                    return InjectionResult("buffered"), record
+                continue
             stored = pending.pending(run_id)
             if all(item.id != injection.id for item in stored):
                 if not looked_again:
@@ -398,7 +405,7 @@ class Engine(RunOperations, InvocationCycle):
         """What time alone does to a run that waits on timers only (sleeps, retry delays),
         when that leaves it due for an invocation; None otherwise (its stored deliveries
         are taken first)."""
-        if any(wait.kind != "DATETIME" for wait in draft.pending_waitpoints):
+        if not waits_on_timers_only(draft):
             return None
         tick = on_alarm(draft, now, self.settings)
         return tick if tick.changed and self._wants_invocation(tick.record, now) else None

@@ -7,7 +7,7 @@ import logging
 
 from relayflow.core.effects import Effect
 from relayflow.core.outcome import finish, runtime_error, working_copy
-from relayflow.core.pending import take
+from relayflow.core.pending import take, waits_on_timers_only
 from relayflow.core.record import Lease, RunRecord
 from relayflow.engine._base import MAX_RACES, Work
 from relayflow.engine._effects import EffectApplier
@@ -94,12 +94,29 @@ class RunHolding(EffectApplier):
 
     def _look_again(self, released: RunRecord, owner: str) -> tuple[RunRecord, RunRecord] | None:
         """After letting go: a delivery stored while the run was held is taken now (it saw
-        the lease, so it left the run to its holder). An ended run takes nothing more."""
+        the lease, so it left the run to its holder). An ended run takes nothing more.
+
+        Each delivery that sees the lease marks the run or finds it marked, so a run that
+        waits on timers only and was not marked while held is not looked at: what a dead
+        delivery process stored without marking it is taken once the run waits on something
+        a delivery resolves (or by the next delivery).
+        """
+        marked = released.id in self._marked_while_held()
+        self._marked_while_held().discard(released.id)
         if self.pending is None or released.is_terminal:
+            return None
+        if not marked and waits_on_timers_only(released):
             return None
         if not self.pending.pending(released.id):
             return None
         return self._acquire(released.id, owner, take_over=False)
+
+    def _marked_while_held(self) -> set[str]:
+        """Runs this thread saved over a dirty record since it last let go of them."""
+        marked: set[str] | None = getattr(self._local, "marked", None)
+        if marked is None:
+            marked = self._local.marked = set()
+        return marked
 
     def _save(self, old: RunRecord, new: RunRecord) -> RunRecord | None:
         """Save ``new`` over ``old``; None when the race was lost (or the save was refused
@@ -119,6 +136,8 @@ class RunHolding(EffectApplier):
             self._fail_unsaveable(old, exc)
             return None
         self._settled(old.id, saved=True)
+        if old.dirty:
+            self._marked_while_held().add(old.id)
         self._observe(old, saved)
         return saved
 

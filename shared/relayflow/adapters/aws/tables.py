@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 PK = "pk"
 SK = "sk"
 TTL_ATTRIBUTE = "expiresAt"
+#: Set on a run's header by a delivery that found the run held (``RunStore.mark_dirty``);
+#: the holder's next save is conditional on its absence, and its ``PutItem`` removes it.
+DELIVERY_MARK = "dm"
 #: Sort key shared by the listing indexes: ``<startedAt, 15 digits>#<runId>``.
 TIME_KEY = "gTime"
 WORKFLOW_KEY = "gWorkflow"

@@ -33,18 +33,24 @@ def matches_query(record: RunRecord, query: RunQuery) -> bool:
 
 
 class _Stored(NamedTuple):
-    """One stored run: its JSON text and the two fields read without parsing it."""
+    """One stored run: its JSON text, the two fields read without parsing it, and whether
+    a delivery marked it (kept beside the text, like the mark beside a DynamoDB header's
+    document)."""
 
     version: int
     wake_at: int | None
     text: str
+    marked: bool = False
 
     @classmethod
     def of(cls, record: RunRecord) -> _Stored:
         return cls(record.version, record.wake_at, record.model_dump_json(by_alias=True))
 
     def record(self) -> RunRecord:
-        return RunRecord.model_validate_json(self.text)
+        record = RunRecord.model_validate_json(self.text)
+        if self.marked:
+            record = record.model_copy(update={"dirty": True, "delivery_mark": True})
+        return record
 
 
 class InMemoryRunStore:
@@ -84,7 +90,7 @@ class InMemoryRunStore:
 
     def save(self, record: RunRecord, *, expected_version: int) -> RunRecord:
         """Store ``record`` as version ``expected_version + 1`` if the stored one matches."""
-        saved = record.model_copy(update={"version": expected_version + 1})
+        saved = record.model_copy(update={"version": expected_version + 1, "delivery_mark": False})
         stored = _Stored.of(saved)
         with self._changed:
             current = self._docs.get(record.id)
@@ -93,9 +99,21 @@ class InMemoryRunStore:
                 raise StaleRunError(
                     f"run {record.id} is at version {version}, not {expected_version}"
                 )
+            if current is not None and current.marked and not record.delivery_mark:
+                raise StaleRunError(f"run {record.id} was marked by a delivery since it was read")
             self._docs[record.id] = stored
             self._changed.notify_all()
         return saved
+
+    def mark_dirty(self, run_id: str, *, version: int) -> bool:
+        """Mark the stored run dirty if it is at ``version`` (its version stays)."""
+        with self._changed:
+            current = self._docs.get(run_id)
+            if current is None or current.version != version:
+                return False
+            self._docs[run_id] = current._replace(marked=True)
+            self._changed.notify_all()
+        return True
 
     def list_runs(self, query: RunQuery) -> RunPage:
         """Runs matching ``query``, newest first, ``query.limit`` per page."""

@@ -202,6 +202,8 @@ class HeaderCodec:
             doc[key] = json.loads(data)
             fields[key] = (_codec.digest(data), ref["S"])
         doc["version"] = int(header["version"]["N"])
+        if tables.DELIVERY_MARK in header:
+            doc["dirty"] = doc["deliveryMark"] = True
         return doc, fields
 
     def record(self, header: dict[str, Any]) -> RunRecord:

@@ -50,9 +50,12 @@ def lay_out(
     return headers.item(record, packed, new, layout.expires), items
 
 
-def header_put(table_name: str, header: dict[str, Any], insert: bool, old: int) -> dict[str, Any]:
+def header_put(
+    table_name: str, header: dict[str, Any], *, insert: bool, old: int, marked: bool = False
+) -> dict[str, Any]:
     """The ``PutItem`` parameters of a header write: conditional on the run not existing
-    (``insert``) or on its stored version being ``old``."""
+    (``insert``) or on its stored version being ``old`` and, unless the record saved was
+    read with it (``marked``), on no delivery having marked it since."""
     params: dict[str, Any] = {
         "TableName": table_name,
         "Item": header,
@@ -62,7 +65,11 @@ def header_put(table_name: str, header: dict[str, Any], insert: bool, old: int) 
         params["ConditionExpression"] = "attribute_not_exists(#pk)"
         params["ExpressionAttributeNames"] = {"#pk": tables.PK}
     else:
-        params["ConditionExpression"] = "#v = :v"
+        params["ConditionExpression"] = (
+            "#v = :v" if marked else "#v = :v AND attribute_not_exists(#m)"
+        )
         params["ExpressionAttributeNames"] = {"#v": "version"}
+        if not marked:
+            params["ExpressionAttributeNames"]["#m"] = tables.DELIVERY_MARK
         params["ExpressionAttributeValues"] = {":v": attributes.n(old)}
     return params

@@ -156,14 +156,38 @@ class DynamoDBRunStore:
                 self._db().get_item,
                 TableName=self.table_name,
                 Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
-                ProjectionExpression="version",
+                ProjectionExpression="version, #m",
+                ExpressionAttributeNames={"#m": tables.DELIVERY_MARK},
                 ConsistentRead=True,
             )
-            stored = answer.get("Item", {}).get("version", {}).get("N")
+            found = answer.get("Item", {})
+            stored = found.get("version", {}).get("N")
             if stored is not None and int(stored) == state.version:
-                return _codec.detached(state.record)
+                record = _codec.detached(state.record)
+                if tables.DELIVERY_MARK in found:
+                    record = record.model_copy(update={"dirty": True, "delivery_mark": True})
+                return record
         state = self._fresh(run_id)
         return None if state is None or state.record is None else _codec.detached(state.record)
+
+    def mark_dirty(self, run_id: str, *, version: int) -> bool:
+        """Mark the run's header (one ``UpdateItem`` setting an attribute of its own, never
+        an index's) if it is at ``version``; the version stays, so marks never fail each
+        other and the holder's next save, conditional on no mark, fails instead."""
+        try:
+            self._db().update_item(
+                TableName=self.table_name,
+                Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
+                UpdateExpression="SET #m = :t",
+                ConditionExpression="#v = :v",
+                ExpressionAttributeNames={"#m": tables.DELIVERY_MARK, "#v": "version"},
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":v": attributes.n(version)},
+            )
+        except Exception as exc:
+            if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            reraise(exc, "marking run " + run_id)
+        return True
 
     def get_header(self, run_id: str) -> RunRecord | None:
         """The header item alone (one ``GetItem`` of under 4 KB, no page read, no payload
@@ -351,9 +375,13 @@ class DynamoDBRunStore:
                     f"run {record.id} is at version {stored}, not {expected_version}"
                 )
         with self._carrying_usage(record, state) as carried:
-            unsaved = record.model_copy(update={"version": expected_version + 1})
+            unsaved = record.model_copy(
+                update={"version": expected_version + 1, "delivery_mark": False}
+            )
             try:
-                saved, new_state = self._write(unsaved, state, carried, insert=False)
+                saved, new_state = self._write(
+                    unsaved, state, carried, insert=False, marked=record.delivery_mark
+                )
             except _ConditionFailed as exc:
                 self._forget(record.id)
                 found = exc.version
@@ -382,10 +410,17 @@ class DynamoDBRunStore:
             raise
 
     def _write(
-        self, record: RunRecord, old: RunSnapshot, carried: CarriedUsage, *, insert: bool
+        self,
+        record: RunRecord,
+        old: RunSnapshot,
+        carried: CarriedUsage,
+        *,
+        insert: bool,
+        marked: bool = False,
     ) -> tuple[RunRecord, RunSnapshot]:
         """Write what changed (inline in the header, or as pages first), then the conditional
-        header; returns the record as stored and its state."""
+        header; returns the record as stored and its state. ``marked``: the record was read
+        with a delivery's mark, which this save clears (else a mark fails it)."""
         run_id = record.id
         expires = self._expiry(record)
         if old.terminal and expires is None and self._expire_entries:
@@ -440,14 +475,17 @@ class DynamoDBRunStore:
             layout.prev, layout.compacting, superseded = None, True, old.chain
             new.chain, new.stored = [], sum(len(entry) + 1 for entry in layout.pending)
         layout.chain = new.chain
-        stored, header, items, quotes = self._priced(record, old, new, layout, carried, insert)
+        put = functools.partial(
+            header_put, self.table_name, insert=insert, old=old.version, marked=marked
+        )
+        stored, header, items, quotes = self._priced(record, old, new, layout, carried, put)
         page_keys = [item[tables.SK]["S"] for item in items]
         prepaid = PrepaidWrites(quotes=[])
         try:
             with self._prepaid(quotes) as prepaid:
                 if items:
                     self._upkeep.put_pages(run_id, items)
-                self._put_header(run_id, header, insert, old.version)
+                self._put_header(run_id, put(header))
         except _ConditionFailed as failed:
             if failed.item != header:
                 carried.not_stored(prepaid.consumed)
@@ -477,7 +515,7 @@ class DynamoDBRunStore:
         new: RunSnapshot,
         layout: Layout,
         carried: CarriedUsage,
-        insert: bool,
+        put: Callable[[dict[str, Any]], dict[str, Any]],
     ) -> tuple[RunRecord, dict[str, Any], list[dict[str, Any]], list[RunUsage]]:
         """The record to store with its usage, its header and page items, and what each
         write costs when the save carries its own writes (the usage is part of the header it
@@ -497,11 +535,7 @@ class DynamoDBRunStore:
                 self._pricing.quote("BatchWriteItem", request)
                 for request in self._upkeep.page_requests(items)
             ]
-            quotes.append(
-                self._pricing.quote(
-                    "PutItem", header_put(self.table_name, header, insert, old.version)
-                )
-            )
+            quotes.append(self._pricing.quote("PutItem", put(header)))
             priced = functools.reduce(RunUsage.plus, quotes, RunUsage())
             if priced == own:
                 return stored, header, items, quotes
@@ -516,9 +550,9 @@ class DynamoDBRunStore:
             return contextlib.nullcontext(PrepaidWrites(quotes=[]))
         return self._pricing.prepaid(quotes)
 
-    def _put_header(self, run_id: str, header: dict[str, Any], insert: bool, old: int) -> None:
+    def _put_header(self, run_id: str, request: dict[str, Any]) -> None:
         try:
-            self._db().put_item(**header_put(self.table_name, header, insert, old))
+            self._db().put_item(**request)
         except Exception as exc:
             if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
                 raise _ConditionFailed(getattr(exc, "response", {}).get("Item")) from None

@@ -291,9 +291,12 @@ def test_the_bulk_figure_meters_a_small_job(action: str) -> None:
 
 
 def test_the_fanout_figure_groups_a_small_map() -> None:
-    runs = fig_fanout.measure(20)
-    grouped, single = runs
+    runs = fig_fanout.measure(20, repeats=3)
+    grouped, single = runs.grouped, runs.single
     assert grouped.items == single.items == 20
+    assert len(runs.grouped_write_units) == 3
+    assert runs.grouped_write_units == sorted(runs.grouped_write_units)
+    assert grouped.write_units_per_item == runs.grouped_write_units[1]
     # One write per entry: the item's step and its completion, each a request.
     assert single.cost.tally.dynamodb_writes >= 2 * 20
     assert grouped.cost.tally.dynamodb_writes < single.cost.tally.dynamodb_writes
@@ -301,3 +304,4 @@ def test_the_fanout_figure_groups_a_small_map() -> None:
     rows = fig_fanout.rows(runs)
     assert {r.verdict for r in rows} <= {"PASS", "FAIL", ""}
     assert any(r.figure == fig_cost.FIGURE for r in rows)
+    assert any("median of 3 runs" in r.value for r in rows)

@@ -101,8 +101,9 @@ class RunHolding(EffectApplier):
         delivery process stored without marking it is taken once the run waits on something
         a delivery resolves (or by the next delivery).
         """
-        marked = released.id in self._marked_while_held()
-        self._marked_while_held().discard(released.id)
+        marked_runs = self._marked_while_held()
+        marked = released.id in marked_runs
+        marked_runs.discard(released.id)
         if self.pending is None or released.is_terminal:
             return None
         if not marked and waits_on_timers_only(released):

@@ -8,8 +8,32 @@ the save took goes back to the meter if it fails, for the run's next save to car
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from relayflow.costs.meter import UsageMeter
 from relayflow.costs.usage import RunUsage
+
+if TYPE_CHECKING:
+    from relayflow.adapters.aws.runstore._snapshot import RunSnapshot
+    from relayflow.core.record import RunRecord
+
+
+@contextlib.contextmanager
+def carrying_usage(
+    record: RunRecord, old: RunSnapshot | None, meter: UsageMeter | None
+) -> Iterator[CarriedUsage]:
+    """The usage a save of ``record`` stores: the stored run's plus what was counted for it
+    until its header is written (given back to the meter if the save fails, for the next
+    one to carry)."""
+    stored = old.record.usage if old is not None and old.record is not None else None
+    carried = CarriedUsage(record.id, record.usage, stored, meter)
+    try:
+        yield carried
+    except BaseException:
+        carried.give_back()
+        raise
 
 
 class CarriedUsage:

@@ -23,14 +23,14 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relayflow.adapters.aws import attributes, tables
 from relayflow.adapters.aws.checkpoints import LOG_PREFIX
 from relayflow.adapters.aws.errors import AwsServiceError, error_code, is_aws_error, reraise
 from relayflow.adapters.aws.runstore import _codec, _keys, _pages
-from relayflow.adapters.aws.runstore._carried import CarriedUsage
+from relayflow.adapters.aws.runstore._carried import CarriedUsage, carrying_usage
 from relayflow.adapters.aws.runstore._header import HeaderCodec, wake_index
 from relayflow.adapters.aws.runstore._index_queries import RunIndexReader
 from relayflow.adapters.aws.runstore._layout import Layout, header_put, lay_out
@@ -171,23 +171,8 @@ class DynamoDBRunStore:
         return None if state is None or state.record is None else _codec.detached(state.record)
 
     def mark_dirty(self, run_id: str, *, version: int) -> bool:
-        """Mark the run's header (one ``UpdateItem`` setting an attribute of its own, never
-        an index's) if it is at ``version``; the version stays, so marks never fail each
-        other and the holder's next save, conditional on no mark, fails instead."""
-        try:
-            self._db().update_item(
-                TableName=self.table_name,
-                Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
-                UpdateExpression="SET #m = :t",
-                ConditionExpression="#v = :v",
-                ExpressionAttributeNames={"#m": tables.DELIVERY_MARK, "#v": "version"},
-                ExpressionAttributeValues={":t": {"BOOL": True}, ":v": attributes.n(version)},
-            )
-        except Exception as exc:
-            if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            reraise(exc, "marking run " + run_id)
-        return True
+        """Mark the run's header (an attribute of its own, never an index's; see the port)."""
+        return self._upkeep.mark_delivery(run_id, version)
 
     def get_header(self, run_id: str) -> RunRecord | None:
         """The header item alone (one ``GetItem`` of under 4 KB, no page read, no payload
@@ -338,7 +323,7 @@ class DynamoDBRunStore:
         Raises:
             RunAlreadyExistsError: A run with this id exists; ``existing`` is that run.
         """
-        with self._carrying_usage(record, None) as carried:
+        with carrying_usage(record, None, self._usage) as carried:
             return self._insert(record.model_copy(update={"version": 1}), carried)
 
     def _insert(self, record: RunRecord, carried: CarriedUsage) -> RunRecord:
@@ -374,14 +359,10 @@ class DynamoDBRunStore:
                 raise StaleRunError(
                     f"run {record.id} is at version {stored}, not {expected_version}"
                 )
-        with self._carrying_usage(record, state) as carried:
-            unsaved = record.model_copy(
-                update={"version": expected_version + 1, "delivery_mark": False}
-            )
+        with carrying_usage(record, state, self._usage) as carried:
+            unsaved = record.model_copy(update={"version": expected_version + 1})
             try:
-                saved, new_state = self._write(
-                    unsaved, state, carried, insert=False, marked=record.delivery_mark
-                )
+                saved, new_state = self._write(unsaved, state, carried, insert=False)
             except _ConditionFailed as exc:
                 self._forget(record.id)
                 found = exc.version
@@ -396,31 +377,12 @@ class DynamoDBRunStore:
             self._usage.drop(record.id)
         return saved
 
-    @contextlib.contextmanager
-    def _carrying_usage(self, record: RunRecord, old: RunSnapshot | None) -> Iterator[CarriedUsage]:
-        """The usage a save of ``record`` stores: the stored run's plus what was counted for
-        it until its header is written (given back to the meter if the save fails, for the
-        next one to carry)."""
-        stored = old.record.usage if old is not None and old.record is not None else None
-        carried = CarriedUsage(record.id, record.usage, stored, self._usage)
-        try:
-            yield carried
-        except BaseException:
-            carried.give_back()
-            raise
-
     def _write(
-        self,
-        record: RunRecord,
-        old: RunSnapshot,
-        carried: CarriedUsage,
-        *,
-        insert: bool,
-        marked: bool = False,
+        self, record: RunRecord, old: RunSnapshot, carried: CarriedUsage, *, insert: bool
     ) -> tuple[RunRecord, RunSnapshot]:
         """Write what changed (inline in the header, or as pages first), then the conditional
-        header; returns the record as stored and its state. ``marked``: the record was read
-        with a delivery's mark, which this save clears (else a mark fails it)."""
+        header; returns the record as stored and its state. A record read with a delivery's
+        mark clears it; any other fails on one."""
         run_id = record.id
         expires = self._expiry(record)
         if old.terminal and expires is None and self._expire_entries:
@@ -476,7 +438,7 @@ class DynamoDBRunStore:
             new.chain, new.stored = [], sum(len(entry) + 1 for entry in layout.pending)
         layout.chain = new.chain
         put = functools.partial(
-            header_put, self.table_name, insert=insert, old=old.version, marked=marked
+            header_put, self.table_name, insert=insert, old=old.version, marked=record.delivery_mark
         )
         stored, header, items, quotes = self._priced(record, old, new, layout, carried, put)
         page_keys = [item[tables.SK]["S"] for item in items]
@@ -524,7 +486,9 @@ class DynamoDBRunStore:
         own = RunUsage()
         known = old
         for _ in range(_PRICING_ROUNDS if self._pricing is not None else 1):
-            stored = record.model_copy(update={"usage": carried.with_own(own)})
+            stored = record.model_copy(
+                update={"usage": carried.with_own(own), "delivery_mark": False}
+            )
             packed, new.fields = self._headers.document(stored, known)
             # A header field put in the payload store once is not put again.
             known = dataclasses.replace(old, fields=new.fields)
@@ -540,7 +504,9 @@ class DynamoDBRunStore:
             if priced == own:
                 return stored, header, items, quotes
             own = priced
-        stored = record.model_copy(update={"usage": carried.with_own(RunUsage())})
+        stored = record.model_copy(
+            update={"usage": carried.with_own(RunUsage()), "delivery_mark": False}
+        )
         packed, new.fields = self._headers.document(stored, known)
         header, items = lay_out(self._headers, stored, packed, new, layout)
         return stored, header, items, []

@@ -142,19 +142,40 @@ class RunUpkeep:
     def clear_expiry_mark(self, run_id: str, version: int) -> None:
         """Note on the header that its run's pages all carry their expiry (best effort)."""
         try:
-            self._db().update_item(
-                TableName=self.table_name,
-                Key={tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
-                UpdateExpression="REMOVE #xp",
-                ConditionExpression="#v = :v",
-                ExpressionAttributeNames={"#xp": "xp", "#v": "version"},
-                ExpressionAttributeValues={":v": attributes.n(version)},
-            )
+            self._update_header(run_id, version, "REMOVE #a", "xp")
         except Exception as exc:
             if not is_aws_error(exc):
                 raise
-            if error_code(exc) != "ConditionalCheckFailedException":
-                _log.warning("could not clear the expiry mark of run %s: %s", run_id, exc)
+            _log.warning("could not clear the expiry mark of run %s: %s", run_id, exc)
+
+    def mark_delivery(self, run_id: str, version: int) -> bool:
+        """Set the delivery mark on the header if it is at ``version`` (which stays); False
+        when it is at another."""
+        try:
+            return self._update_header(run_id, version, "SET #a = :t", tables.DELIVERY_MARK)
+        except Exception as exc:
+            reraise(exc, "marking run " + run_id)
+
+    def _update_header(self, run_id: str, version: int, update: str, attribute: str) -> bool:
+        """One ``UpdateItem`` of the header's ``attribute`` (``#a`` in ``update``, ``:t``
+        true), conditional on its version; False when the version is another."""
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {tables.PK: attributes.s(run_id), tables.SK: attributes.s(_keys.HEADER_SK)},
+            "UpdateExpression": update,
+            "ConditionExpression": "#v = :v",
+            "ExpressionAttributeNames": {"#a": attribute, "#v": "version"},
+            "ExpressionAttributeValues": {":v": attributes.n(version)},
+        }
+        if ":t" in update:
+            params["ExpressionAttributeValues"][":t"] = {"BOOL": True}
+        try:
+            self._db().update_item(**params)
+        except Exception as exc:
+            if is_aws_error(exc) and error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _batch(self, run_id: str, requests: list[dict[str, Any]]) -> None:
         for start in range(0, len(requests), _BATCH):

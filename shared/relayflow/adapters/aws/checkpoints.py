@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from relayflow.adapters.aws import attributes, compression, tables
+from relayflow.adapters.aws import attributes, branch_ends, compression, tables
 from relayflow.adapters.aws.attributes import write_units
 from relayflow.adapters.aws.errors import error_code, is_aws_error, reraise, unavailable
 from relayflow.clock import SystemClock
@@ -176,11 +176,12 @@ class DynamoDBCheckpointLog:
 
     def _item(self, run_id: str, entry: CheckpointEntry) -> dict[str, Any]:
         # Fields at their default are left out, as in a run's pages: reading fills them in.
-        body = attributes.encode(
-            entry.model_dump(
-                by_alias=True, exclude_none=True, exclude_defaults=True, exclude={"seq"}
-            )
+        doc = entry.model_dump(
+            by_alias=True, exclude_none=True, exclude_defaults=True, exclude={"seq"}
         )
+        if entry.kind == "group" and doc.get("entries"):
+            doc["entries"] = _folded(doc["entries"], entry.seq)
+        body = attributes.encode(doc)
         item: dict[str, Any] = {
             tables.PK: attributes.s(run_id),
             tables.SK: attributes.s(log_sk(entry.seq)),
@@ -213,4 +214,39 @@ class DynamoDBCheckpointLog:
         else:
             doc = json.loads(item["e"]["S"])
         doc["seq"] = int(item[tables.SK]["S"][len(LOG_PREFIX) :])
+        if doc.get("kind") == "group" and doc.get("entries"):
+            doc["entries"] = list(_unfolded(doc["entries"]))
         return CheckpointEntry.model_validate(doc)
+
+
+#: The fields of a group's step entry whose branch end it may carry, or that may be folded.
+_PLAIN_STEP_FIELDS = frozenset({"seq", "kind", "key", "step"})
+
+
+def _folded(entries: list[dict[str, Any]], seq: int) -> list[dict[str, Any]]:
+    """A group's entries with each branch end its last step's entry can carry folded into it
+    (see :mod:`relayflow.adapters.aws.branch_ends`)."""
+
+    def key(entry: dict[str, Any]) -> str | None:
+        return entry.get("key") if entry.get("kind") == "step" else None
+
+    def value(entry: dict[str, Any]) -> dict[str, Any] | None:
+        plain = entry.keys() <= _PLAIN_STEP_FIELDS and entry.get("seq") == seq
+        step = entry.get("step")
+        return step if plain and isinstance(step, dict) else None
+
+    def carrying(entry: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "step": {**entry["step"], branch_ends.END: end}}
+
+    return branch_ends.fold(entries, key, value, carrying)
+
+
+def _unfolded(entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A group's entries as written, each branch end a step entry carries put back after it."""
+    for entry in entries:
+        step = entry.get("step")
+        if entry.get("kind") != "step" or not isinstance(step, dict):
+            yield entry
+            continue
+        for key, value in branch_ends.unfold(str(entry.get("key")), step):
+            yield {**entry, "key": key, "step": value}

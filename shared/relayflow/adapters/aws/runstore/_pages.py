@@ -15,15 +15,17 @@ is compacted).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relayflow.adapters.aws import attributes, compression, tables
+from relayflow.adapters.aws import attributes, branch_ends, compression, tables
 from relayflow.adapters.aws.runstore import _codec, _keys
 
 #: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
 PAGE_BUDGET = 256 * 1024
+#: The section of step entries, whose branch ends may be folded into them.
+_STEP_SECTION = "step"
 #: The framing an entry adds to a page besides its value (brackets, quotes, commas).
 ENTRY_FRAMING = 10
 
@@ -52,9 +54,29 @@ def encode_entry(part: _codec.PartId, data: bytes | None, ref: str | None) -> by
     return head + b"," + data + b"]"
 
 
-def pack(entries: Iterable[Written]) -> list[bytes]:
-    """The uncompressed bodies of the pages holding ``entries``, in order."""
-    return pack_encoded(encode_entry(part, data, ref) for part, data, ref in entries)
+def encode_entries(written: Sequence[Written]) -> list[bytes]:
+    """Written parts as page entries, in order, each branch end its last step's entry can
+    carry folded into it (see :mod:`relayflow.adapters.aws.branch_ends`)."""
+
+    def key(entry: Written) -> str | None:
+        (section, part_key), _, _ = entry
+        return part_key if section == _STEP_SECTION else None
+
+    def value(entry: Written) -> dict[str, Any] | None:
+        data = entry[1]
+        if data is None or not data.startswith(b"{"):
+            return None
+        found = json.loads(data)
+        return found if isinstance(found, dict) else None
+
+    def carrying(entry: Written, end: dict[str, Any]) -> Written:
+        part, data, _ = entry
+        assert data is not None  # value() found a JSON object in it
+        carried = f"{json.dumps(branch_ends.END)}:{attributes.encode_json(end)}".encode()
+        return part, data[:-1] + (b"," if data != b"{}" else b"") + carried + b"}", None
+
+    folded = branch_ends.fold(written, key, value, carrying)
+    return [encode_entry(part, data, ref) for part, data, ref in folded]
 
 
 def body(encoded: Iterable[bytes]) -> bytes:
@@ -127,6 +149,9 @@ def apply(parts: dict[_codec.PartId, tuple[Any, str | None]], data: bytes) -> No
             parts.pop(part, None)
         elif len(entry) == 4:
             parts[part] = (None, entry[3])
+        elif part[0] == _STEP_SECTION:
+            for key, value in branch_ends.unfold(part[1], entry[2]):
+                parts[(part[0], key)] = (value, None)
         else:
             parts[part] = (entry[2], None)
 

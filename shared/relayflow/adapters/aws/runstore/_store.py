@@ -416,7 +416,7 @@ class DynamoDBRunStore:
             wake_index=wake_index(record, old, self._clock.now_ms()),
         )
         written = [*change.written, *((part, None, None) for part in change.removed)]
-        encoded = [_pages.encode_entry(part, data, ref) for part, data, ref in written]
+        encoded = _pages.encode_entries(written)
         layout = Layout(
             pending=[*old.inline, *encoded],
             prev=old.head,
@@ -427,13 +427,13 @@ class DynamoDBRunStore:
         superseded: list[str] = []
         if encoded and old.head is not None and new.stored - new.live > max(new.live, _COMPACT_MIN):
             # Rewrite the live entries as one chain of their own; the old one goes.
-            layout.pending = [
-                _pages.encode_entry(
-                    part, None if p.ref is not None else attributes.encode(p.obj), p.ref
-                )
-                for group in new.parts.values()
-                for part, p in group.items()
-            ]
+            layout.pending = _pages.encode_entries(
+                [
+                    (part, None if p.ref is not None else attributes.encode(p.obj), p.ref)
+                    for group in new.parts.values()
+                    for part, p in group.items()
+                ]
+            )
             layout.prev, layout.compacting, superseded = None, True, old.chain
             new.chain, new.stored = [], sum(len(entry) + 1 for entry in layout.pending)
         layout.chain = new.chain

@@ -28,7 +28,13 @@ from tests.moto_support import use_fake_credentials
 
 _KEYS = ["m0.0/work", "m0.1/work", "branch:m0.0", "branch:m0.1", "p0.a/m1.x/s", "p0.a/branch:m1.x"]
 _KEYS += ["branch:p0.a", "top"]
-_VALUES = st.one_of(st.integers(-2, 2), st.booleans(), st.none(), st.text(max_size=2))
+_VALUES = st.one_of(
+    st.integers(-2, 2),
+    st.sampled_from([0.0, -0.0, 1.0]),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=2),
+)
 _OUTPUTS = st.one_of(
     _VALUES,
     st.lists(_VALUES, max_size=2),
@@ -100,12 +106,18 @@ def test_what_the_step_does_not_give_is_carried_in_the_end() -> None:
     step = _step(1)
     for branch in (
         _step(True, kind="branch", name="1"),  # true is not 1
+        _step(1.0, kind="branch", name="1"),
+        {**_step(1, kind="branch", name="1"), "finishedAt": 7.0},
         _step(1, kind="branch", name="one"),
         {**_step(1, kind="branch", name="1"), "startedAt": 4, "error": None},
     ):
         ((key, value),) = _fold([("m0.1/work", dict(step)), ("branch:m0.1", branch)])
         read = list(branch_ends.unfold(key, json.loads(json.dumps(value))))
         assert _as_json(read) == _as_json([("m0.1/work", step), ("branch:m0.1", branch)])
+    zero, negative_zero = _step(0.0), _step(-0.0, kind="branch", name="1")
+    ((key, value),) = _fold([("m0.1/work", dict(zero)), ("branch:m0.1", negative_zero)])
+    assert value[branch_ends.END] == {"output": -0.0}
+    assert str(list(branch_ends.unfold(key, value))[1][1]["output"]) == "-0.0"
 
 
 def test_a_branch_without_a_field_its_step_gives_is_written_apart() -> None:

@@ -49,13 +49,16 @@ def _given(step: dict[str, Any], branch_key: str) -> dict[str, Any]:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """JSON equality that tells types apart (``1``, ``1.0`` and ``true`` are different)."""
+    """JSON equality that tells types apart (``1``, ``1.0`` and ``true`` are different, and
+    so are ``0.0`` and ``-0.0``)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
     if isinstance(a, list):
         return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
     return bool(a == b)
 
 

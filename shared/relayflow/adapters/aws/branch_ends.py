@@ -29,7 +29,7 @@ _BRANCH = "branch"
 _E = TypeVar("_E")
 
 
-def branch_of(step_key: str) -> str | None:
+def _branch_of(step_key: str) -> str | None:
     """The key of the branch whose operation ``step_key`` would be (``m0.1/work`` →
     ``branch:m0.1``, ``p0.a/m1.x/work`` → ``p0.a/branch:m1.x``), or None for a key outside
     any scope."""
@@ -62,7 +62,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def end_of(step: dict[str, Any], branch: dict[str, Any], branch_key: str) -> dict[str, Any] | None:
+def _end_of(step: dict[str, Any], branch: dict[str, Any], branch_key: str) -> dict[str, Any] | None:
     """What ``branch`` holds beyond what ``step`` gives, or None when it cannot be folded
     (the step carries an end already, or the branch lacks a field the step would give)."""
     if END in step or branch.get("kind") != _BRANCH:
@@ -101,7 +101,7 @@ def fold(
         step_value, branch_value = value(entries[step]), value(entries[branch])
         if branch_key is None or step_value is None or branch_value is None:
             continue
-        end = end_of(step_value, branch_value, branch_key)
+        end = _end_of(step_value, branch_value, branch_key)
         if end is not None:
             out[step] = carrying(entries[step], end)
             del out[branch]
@@ -120,7 +120,7 @@ def _pairs(keys: Sequence[str | None]) -> Iterator[tuple[int, int]]:
         if step is not None and latest.get(key, -1) < step:
             yield step, index
         latest[key] = index
-        branch = branch_of(key)
+        branch = _branch_of(key)
         if branch is not None:
             latest_step[branch] = index
 
@@ -132,7 +132,7 @@ def unfold(key: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield key, value
         return
     end = value.pop(END)
-    branch_key = branch_of(key)
+    branch_key = _branch_of(key)
     yield key, value
     if branch_key is not None:
         yield branch_key, {**_given(value, branch_key), **end}

@@ -24,9 +24,11 @@ VALUE_BUDGET = attributes.ITEM_BUDGET - 2_000
 #: the header is rewritten by every save, a stored reference costs nothing to rewrite.
 FIELD_BUDGET = 32 * 1024
 
+#: The section of step entries (each step's journal entry, a branch's and a batch's too).
+STEP_SECTION = "step"
 # Collections split into one part per entry: (section code, attribute, alias).
 DICT_SECTIONS: tuple[tuple[str, str, str], ...] = (
-    ("step", "step_results", "stepResults"),
+    (STEP_SECTION, "step_results", "stepResults"),
     ("wres", "waitpoints_resolved", "waitpointsResolved"),
     ("wreg", "waitpoints_registered", "waitpointsRegistered"),
     ("comp", "compensations_run", "compensationsRun"),

@@ -24,8 +24,6 @@ from relayflow.adapters.aws.runstore import _codec, _keys
 
 #: Uncompressed bytes of entries packed into one page (a larger single entry has its own).
 PAGE_BUDGET = 256 * 1024
-#: The section of step entries, whose branch ends may be folded into them.
-_STEP_SECTION = "step"
 #: The framing an entry adds to a page besides its value (brackets, quotes, commas).
 ENTRY_FRAMING = 10
 
@@ -60,7 +58,7 @@ def encode_entries(written: Sequence[Written]) -> list[bytes]:
 
     def key(entry: Written) -> str | None:
         (section, part_key), _, _ = entry
-        return part_key if section == _STEP_SECTION else None
+        return part_key if section == _codec.STEP_SECTION else None
 
     def value(entry: Written) -> dict[str, Any] | None:
         data = entry[1]
@@ -72,8 +70,9 @@ def encode_entries(written: Sequence[Written]) -> list[bytes]:
     def carrying(entry: Written, end: dict[str, Any]) -> Written:
         part, data, _ = entry
         assert data is not None  # value() found a JSON object in it
-        carried = f"{json.dumps(branch_ends.END)}:{attributes.encode_json(end)}".encode()
-        return part, data[:-1] + (b"," if data != b"{}" else b"") + carried + b"}", None
+        carried = f"{attributes.encode_json(branch_ends.END)}:{attributes.encode_json(end)}"
+        joint = b"," if data != b"{}" else b""
+        return part, data[:-1] + joint + carried.encode("utf-8") + b"}", None
 
     folded = branch_ends.fold(written, key, value, carrying)
     return [encode_entry(part, data, ref) for part, data, ref in folded]
@@ -149,7 +148,7 @@ def apply(parts: dict[_codec.PartId, tuple[Any, str | None]], data: bytes) -> No
             parts.pop(part, None)
         elif len(entry) == 4:
             parts[part] = (None, entry[3])
-        elif part[0] == _STEP_SECTION:
+        elif part[0] == _codec.STEP_SECTION:
             for key, value in branch_ends.unfold(part[1], entry[2]):
                 parts[(part[0], key)] = (value, None)
         else:

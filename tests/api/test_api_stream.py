@@ -167,10 +167,12 @@ def test_events_of_one_instant_follow_the_timeline() -> None:
 class _ScriptedAdmin:
     """An admin whose run changes while ``stream_run`` follows it."""
 
-    def __init__(self, versions: list[RunDetail]) -> None:
+    def __init__(self, versions: list[RunDetail], changes: list[JournalEvent]) -> None:
         self.versions = versions
+        self.changes = changes
         self.reads = 0
         self.follows: list[float | None] = []
+        self.followed_to_the_end = False
 
     def get_run(self, run_id: str) -> RunDetail | None:
         run = self.versions[min(self.reads, len(self.versions) - 1)]
@@ -181,25 +183,71 @@ class _ScriptedAdmin:
         self, run_id: str, *, follow: bool = True, timeout_s: float | None = None
     ) -> Iterator[JournalEvent]:
         self.follows.append(timeout_s)
-        # What stream_run yields first: the events already there, then a status change that
-        # adds no feed event, then a new wait.
-        yield JournalEvent(type="status", run_id=run_id, at=1, status="running")
-        yield JournalEvent(type="status", run_id=run_id, at=1, status="waiting")
-        yield JournalEvent(type="wait", run_id=run_id, at=2, id="sleep:0", status="pending")
+        yield from self.changes
+        # Asked for more: the poll is still following once every change was seen.
+        self.followed_to_the_end = True
 
 
-def test_the_poll_keeps_following_until_the_feed_grows() -> None:
-    quiet = _detail()
-    still_quiet = _detail(status="waiting")
-    grown = _detail(
-        status="waiting",
-        timeline=[TimelineEntry(type="wait", id="sleep:0", kind="DATETIME", started_at=2,
-                                outcome="pending")],
-    )  # fmt: skip
-    admin = _ScriptedAdmin([quiet, still_quiet, grown])
+def _status(status: str) -> JournalEvent:
+    return JournalEvent(type="status", run_id="r1", at=1, status=status)
+
+
+_PENDING_SLEEP = TimelineEntry(
+    type="wait", id="sleep:0", kind="DATETIME", started_at=2, outcome="pending"
+)
+
+
+def test_the_poll_skips_what_the_caller_has_and_answers_the_feed_growing() -> None:
+    quiet = _detail(status="waiting")
+    grown = _detail(status="waiting", timeline=[_PENDING_SLEEP])
+    # stream_run yields what exists first (the status already known), then the new wait.
+    pending = JournalEvent(type="wait", run_id="r1", at=2, id="sleep:0", status="pending")
+    admin = _ScriptedAdmin([quiet, grown], [_status("waiting"), pending])
 
     view = RunStream(admin).read("r1", 0, 2_500)
 
-    assert admin.follows == [2.5]
+    assert admin.follows == [2.5] and not admin.followed_to_the_end
     assert [(e.seq, e.id, e.status) for e in view.events] == [(1, "sleep:0", "pending")]
     assert view.next == 1 and view.done is False
+
+
+def test_a_change_of_status_alone_ends_the_poll() -> None:
+    """A resumed run goes from running back to waiting on the wait it already had: no event
+    is added, and a live view must still hear of it before the poll's time is up."""
+    running = _detail(status="running", timeline=[_PENDING_SLEEP])
+    waiting = _detail(status="waiting", timeline=[_PENDING_SLEEP])
+    admin = _ScriptedAdmin([running, waiting], [_status("running"), _status("waiting")])
+
+    view = RunStream(admin).read("r1", 1, 15_000)
+
+    assert admin.follows == [15.0] and not admin.followed_to_the_end
+    assert view.status == "waiting" and view.events == [] and view.next == 1
+
+
+def test_a_status_other_than_the_caller_s_is_answered_at_once() -> None:
+    """The status changed between the caller's last read and this request."""
+    waiting = _detail(status="waiting", timeline=[_PENDING_SLEEP])
+    admin = _ScriptedAdmin([waiting], [])
+
+    view = RunStream(admin).read("r1", 1, 15_000, seen_status="running")
+    again = RunStream(admin).read("r1", 1, 15_000, seen_status="waiting")
+
+    assert admin.follows == [15.0], "only the caller that shows the run's status waits"
+    assert view.status == again.status == "waiting" and view.events == []
+
+
+def test_the_status_query_is_checked_and_answered(api: Api) -> None:
+    answer = api.post("/api/runs", {"workflowId": "api.signal"})
+    run_id = answer.body["id"]
+    after = api.get(f"/api/runs/{run_id}/stream").body["next"]
+    api.context.remaining_ms = 600_000
+    api.env.admin._sleep = lambda s: pytest.fail("a status other than the caller's must not wait")
+
+    body = api.get(
+        f"/api/runs/{run_id}/stream",
+        query={"after": str(after), "waitMs": "20000", "status": "running"},
+    ).body
+    unknown = api.get(f"/api/runs/{run_id}/stream", query={"status": "asleep"})
+
+    assert body["status"] == "waiting" and body["events"] == [] and body["next"] == after
+    assert unknown.status == 400 and unknown.body["error"] == "invalid_query"

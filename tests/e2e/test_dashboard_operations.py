@@ -26,6 +26,7 @@ UI_TIMEOUT_MS = 15_000
 pytestmark = pytest.mark.slow
 
 OPERATED_FLOWS = """
+import time
 from pathlib import Path
 
 from relayflow import workflow
@@ -43,6 +44,9 @@ def charge(marker):
 
 @workflow(id="ops.wait")
 async def wait(data, ctx):
+    # A second of work before the wait: a resumed run is seen running, then goes back to
+    # waiting on the wait it had, a change of status that adds no journal event.
+    time.sleep(1)
     return {"go": await ctx.wait_for_signal("go")}
 
 

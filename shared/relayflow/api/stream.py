@@ -1,7 +1,8 @@
 """A run's journal as a numbered feed, read with a long poll (``GET /api/runs/{id}/stream``).
 
 API Gateway's HTTP API cannot stream a response and cuts every request at 30 s, so live views
-ask for "the events after ``seq`` N, waiting up to ``waitMs`` for one". The feed is derived
+ask for "the events after ``seq`` N, waiting up to ``waitMs`` for one or for a change of the
+run's status". The feed is derived
 from the run alone (no extra writes): every step attempt contributes a ``started`` event and,
 once it ends, its outcome; every wait a ``pending`` event and its resolution; every stream
 chunk one event; a finished run one final ``status`` event. Events are numbered in time order,
@@ -158,15 +159,23 @@ class RunStream:
     def __init__(self, admin: Any) -> None:
         self.admin = admin
 
-    def read(self, run_id: str, after: int, wait_ms: int) -> RunStreamView:
+    def read(
+        self, run_id: str, after: int, wait_ms: int, seen_status: str | None = None
+    ) -> RunStreamView:
         """The events after ``after``; waits up to ``wait_ms`` when there is none yet.
+
+        A change of the run's status ends the wait too, even one that adds no event (a
+        resumed run back to ``waiting``): a live view shows the status. ``seen_status`` is the
+        status the caller shows; a run already in another one is answered at once, so that a
+        change between the caller's last read and this request is not missed.
 
         Raises:
             RunNotFoundError: No such run.
         """
         run = self._get(run_id)
         feed = journal_feed(run)
-        if len(feed) <= after and not is_terminal(run.status) and wait_ms > 0:
+        quiet = len(feed) <= after and run.status == (seen_status or run.status)
+        if quiet and not is_terminal(run.status) and wait_ms > 0:
             run, feed = self._wait(run, after, wait_ms)
         return RunStreamView(
             run_id=run.id,
@@ -185,7 +194,9 @@ class RunStream:
     def _wait(
         self, run: RunDetail, after: int, wait_ms: int
     ) -> tuple[RunDetail, list[JournalEventView]]:
-        """Follow ``stream_run`` until the feed grows past ``after``, the run ends or time's up."""
+        """Follow ``stream_run`` until the feed grows past ``after``, the run's status changes
+        or time's up."""
+        status = run.status
         known = change_keys(run)
         feed = journal_feed(run)
         changes: Iterable[Any] = self.admin.stream_run(
@@ -197,7 +208,7 @@ class RunStream:
             run = self._get(run.id)
             known |= change_keys(run)
             feed = journal_feed(run)
-            if len(feed) > after or is_terminal(run.status):
+            if len(feed) > after or run.status != status:
                 return run, feed
         run = self._get(run.id)
         return run, journal_feed(run)

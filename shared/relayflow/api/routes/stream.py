@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from relayflow.api.auth import RUNS_READ
 from relayflow.api.context import DEADLINE_MARGIN_MS, ApiContext
+from relayflow.api.models import RunStatus
 from relayflow.api.responses import READ_ERRORS, declare
 from relayflow.api.stream import MAX_STREAM_WAIT_MS, RunStream, RunStreamView, wait_budget_ms
 
@@ -23,9 +24,11 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
         "/api/runs/<run_id>/stream",
         summary="A run's journal events after a cursor (long poll)",
         description=(
-            "Answers the events numbered after `after` at once when there are some; otherwise "
-            f"waits up to `waitMs` (at most {MAX_STREAM_WAIT_MS} ms, within API Gateway's 30 s) "
-            "for the next one. Pass `next` back as `after`; `done` says the run has ended."
+            "Answers the events numbered after `after` at once when there are some, or when "
+            "the run's status is not `status`; otherwise waits up to `waitMs` (at most "
+            f"{MAX_STREAM_WAIT_MS} ms, within API Gateway's 30 s) for the next event or a "
+            "change of the run's status. Pass `next` back as `after`, and the answer's "
+            "`status` as `status`; `done` says the run has ended."
         ),
         tags=["runs"],
         operation_id="streamRun",
@@ -44,10 +47,14 @@ def build_router(ctx: ApiContext) -> APIGatewayHttpRouter:
                 description="how long to wait for a new event",
             ),
         ] = 0,
+        status: Annotated[
+            RunStatus | None,
+            Query(description="the run's status the caller shows: another one is answered at once"),
+        ] = None,
     ) -> RunStreamView:
         remaining = router.lambda_context.get_remaining_time_in_millis
         budget = wait_budget_ms(min(wait_ms, ctx.wait.max_wait_ms), remaining, DEADLINE_MARGIN_MS)
-        view = stream.read(unquote(run_id), after, budget)
+        view = stream.read(unquote(run_id), after, budget, status)
         ctx.logger.thread_safe_append_keys(run_id=view.run_id)
         return view
 

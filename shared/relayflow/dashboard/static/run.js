@@ -158,6 +158,10 @@ export function renderRun(main, runId, ctx) {
   // The journal's position, kept across follows: an action can bring an ended run back.
   let after = 0;
   let following = false;
+  // Reads may overlap (an action's and the stream's): a read is shown only when no read
+  // begun after it has been shown already.
+  let reads = 0;
+  let shownRead = 0;
   const header = h("div", {});
   const factsBox = h("div", {});
   const values = h("div", { class: "grid2" });
@@ -174,11 +178,14 @@ export function renderRun(main, runId, ctx) {
 
   async function refresh() {
     if (stopped) return;
+    const read = ++reads;
     try {
       // The timeline is read after the run, so that it holds at least what the run's status
       // says: a run read as ended is never drawn with the timeline of before its end.
       const run = await api(runPath(runId), { signal: controller.signal });
       const timeline = await api(runPath(runId) + "/timeline", { signal: controller.signal });
+      if (read < shownRead) return;
+      shownRead = read;
       if (!header.isConnected) layout();
       show(run, timeline.entries || []);
     } catch (error) {
@@ -240,7 +247,9 @@ export function renderRun(main, runId, ctx) {
     while (!stopped) {
       try {
         const answer = await api(runPath(runId) + "/stream", {
-          signal: controller.signal, query: { after, waitMs: after === 0 ? 0 : STREAM_WAIT_MS },
+          // The status shown is sent so that a change the page has not drawn is answered at once.
+          signal: controller.signal,
+          query: { after, waitMs: after === 0 ? 0 : STREAM_WAIT_MS, status: shownStatus },
         });
         const fresh = answer.events || [];
         if (fresh.length) {

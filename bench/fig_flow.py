@@ -157,7 +157,7 @@ def rows(
     if runs is not None:
         for label, (writes, units), target in (
             ("no wait", runs.no_wait, UNQUEUED_TARGET),
-            ("that queued (its start is one more save of the run)", runs.queued, QUEUED_TARGET),
+            ("that queued", runs.queued, QUEUED_TARGET),
         ):
             out.append(
                 Row(

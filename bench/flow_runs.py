@@ -1,7 +1,7 @@
 """The extra DynamoDB writes concurrency adds to a whole run, on the metered AWS driver
 (moto): each limited run against the same run of an unlimited twin workflow, on a key whose
 state item exists already. Counts every write the run causes, its own saves included (a run
-that queued is saved once more when a release starts it)."""
+that queued is started by its drive's first save, as one that got its slot at once)."""
 
 from __future__ import annotations
 

@@ -158,4 +158,5 @@ class ConcurrencyAdmin:
         except Exception:
             _log.warning("the slots of run %s's key could not be read", record.id, exc_info=True)
             return None
-        return KeyOccupancy(len(holders), declared.limit)
+        holds_one = any(holder.run_id == record.id for holder in holders)
+        return KeyOccupancy(len(holders), declared.limit, holds_one)

@@ -12,7 +12,7 @@ import pytest
 
 from relayflow import workflow
 from relayflow.concurrency_admin import NotConcurrencyLimitedError, RunStillActiveError
-from relayflow.errors import ValidationError
+from relayflow.errors import RetryableError, ValidationError
 from relayflow.flow import Concurrency
 from relayflow.testing import DriverHarness
 
@@ -90,7 +90,13 @@ def test_releasing_a_stuck_slot_starts_the_next_queued_run(
     released = env.admin.concurrency.release("crm.sync", stuck.id)
 
     assert (released.key, released.released, released.started) == ("acme", True, [waiting.id])
-    assert env.get_run(waiting.id).status in {"running", "waiting"}
+    # It holds the slot and is handed off: its drive stores it running with its first save.
+    state = env.admin.concurrency.key_state("crm.sync", "acme")
+    assert [holder.run_id for holder in state.holders] == [waiting.id] and state.queue == []
+    assert (
+        env.get_run(waiting.id).status_detail
+        == "queued (concurrency key acme: got a slot, starting)"
+    )
     env.run_until_idle()
     assert env.get_run(waiting.id).status == "completed"
     again = env.admin.concurrency.release("crm.sync", stuck.id, key="acme")
@@ -123,3 +129,25 @@ def test_bad_release_and_listing_requests_get_clear_errors(make_env: MakeEnv) ->
         env.admin.concurrency.release("crm.sync", other.id)
     with pytest.raises(ValidationError, match="say which key"):
         env.admin.concurrency.release("crm.sync", "run_unknown")
+
+
+def test_a_run_whose_hand_off_failed_is_left_for_the_sweeper(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release hands the run it gives the slot to off still stored queued; when the
+    hand-off fails, the start is saved instead, so that the run is due now for the sweeper
+    rather than for its queue check, a minute or more away."""
+    env = _env(make_env, limit=1)
+    holder = env.trigger("crm.sync", _acme("holder"))
+    waiting = env.trigger("crm.sync", _acme("waiting"))
+
+    def unreachable(run_id: str, at: int) -> None:
+        raise RetryableError("the drive queue is unreachable")
+
+    monkeypatch.setattr(env.engine, "_handoff", unreachable)
+    env.cancel(holder.id)
+    monkeypatch.undo()
+
+    assert env.get_run(waiting.id).status == "running"
+    assert waiting.id in env.engine.sweep()
+    assert env.get_run(waiting.id).status == "waiting", "driven to its sleep"

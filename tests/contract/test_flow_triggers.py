@@ -14,6 +14,7 @@ import pytest
 
 from relayflow import workflow
 from relayflow.adapters.aws.errors import AwsServiceError
+from relayflow.core.record import RunRecord
 from relayflow.events import build_manifest, trigger_on
 from relayflow.flow import Concurrency, Debounce, TriggerOptions
 from relayflow.flow.admission import stored_scope
@@ -315,10 +316,21 @@ def test_the_queue_check_starts_a_run_whose_slot_came_without_its_start(
     make_env: MakeEnv, strategy: str
 ) -> None:
     """A release whose answer was lost: the slot went to the queued run, which was never
-    marked running. Its queue check (a minute after it queued) starts it."""
+    marked running. Its queue check (a minute after it queued) starts it, with the first save
+    of the drive that follows (the run is never saved running without its drive's lease)."""
     env, log = _limited(make_env, strategy=strategy)
     holder = _job(env, "holder")
     stuck = _job(env, "stuck")
+    runs = env.driver.engine.runs
+    save = runs.save
+    saved: list[RunRecord] = []
+
+    def recorded(record: RunRecord, *, expected_version: int) -> RunRecord:
+        if record.id == stuck.id:
+            saved.append(record)
+        return save(record, expected_version=expected_version)
+
+    runs.save = recorded  # type: ignore[method-assign]
     slots = env.driver.engine.slots
     assert slots is not None
     declared = Concurrency(limit=1, key="team", strategy=strategy)
@@ -333,6 +345,8 @@ def test_the_queue_check_starts_a_run_whose_slot_came_without_its_start(
     env.run_until_idle()
     assert env.get_run(stuck.id).status == "completed"
     assert [name for name, _ in log] == ["holder", "stuck"]
+    first_running = next(record for record in saved if record.status == "running")
+    assert first_running.lease is not None, "the start is saved by the drive, not apart"
 
 
 def test_a_hundred_concurrent_triggers_start_by_priority_then_arrival(make_env: MakeEnv) -> None:

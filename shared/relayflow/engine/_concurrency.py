@@ -5,7 +5,8 @@ the strategy says), and the end of a run hands its slot to the next queued one a
 The run is inserted ``queued`` before it asks for a slot, so a crash in between leaves a run
 that never started, not one that runs without a slot; the queued run's check (see
 ``_deferred``) asks again. A run that ends (whatever its status) releases its slot or queue
-place; the runs the release starts are marked ``running`` and handed off to be driven.
+place; the runs the release gives slots to are handed off to be driven, and each is stored
+``running`` by its drive's first save (see ``_started_by_release``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
-from relayflow.core.deferred import end_unstarted, queued, started
+from relayflow.core.deferred import end_unstarted, expired, queued, started
 from relayflow.core.effects import Transition
 from relayflow.core.interventions import cancel
 from relayflow.core.record import NOT_STARTED, RunRecord
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._effects import EffectApplier
-from relayflow.errors import RunNotFoundError, RunTerminalError
+from relayflow.errors import RelayflowError, RunNotFoundError, RunTerminalError
 from relayflow.flow import admission
 from relayflow.flow.declarations import Concurrency
 from relayflow.flow.errors import CONCURRENCY_REPLACED
@@ -64,10 +65,8 @@ class ConcurrencyGate(EffectApplier):
         is (``running`` when it got one, ``queued`` when it waits, ``cancelled`` when
         ``cancel-newest`` refused it). Safe to repeat.
 
-        Without ``save_start`` a run that got its slot comes back ``running`` but unsaved (at
-        its stored version): the caller drives it at once, and the drive's first save writes
-        the start with what it saves anyway. If that save never comes, the run is stored
-        ``queued`` holding its slot, which its queue check repairs."""
+        Without ``save_start`` a run that got its slot comes back started but unsaved (see
+        ``_start_unsaved``)."""
         gate = self._concurrency(stored)
         if gate is None or stored.status != "queued" or stored.concurrency_key is None:
             return stored
@@ -88,10 +87,17 @@ class ConcurrencyGate(EffectApplier):
             self._flow_event(FLOW_QUEUED, stored.id, stored.workflow_id, queued_at=decided.position)
             return stored
         if not save_start:
-            # Its save shows it running already: the observers learn of the start here.
-            self._flow_event(RUNS_STARTED, stored.id, stored.workflow_id)
-            return started(stored, self.clock.now_ms())
+            return self._start_unsaved(stored, self.clock.now_ms())
         return self._start_queued(stored.id, Work())
+
+    def _start_unsaved(self, record: RunRecord, now: int) -> RunRecord:
+        """``record`` started at ``now`` but unsaved (at its stored version): the caller drives
+        it at once, and the drive's first save writes the start with what it saves anyway.
+        If that save never comes, the run is stored ``queued`` holding its slot, due for its
+        queue check, which starts it."""
+        # Its save shows it running already: the observers learn of the start here.
+        self._flow_event(RUNS_STARTED, record.id, record.workflow_id)
+        return started(record, now)
 
     def _replace(self, holder_id: str, newer_id: str) -> None:
         """``cancel-in-progress``: cancel the oldest holder; its release starts ``newer_id``
@@ -167,9 +173,35 @@ class ConcurrencyGate(EffectApplier):
             if run_id == kept:
                 got_slot = True
                 continue
-            self._start_queued(run_id, Work())
-            self.hand_off(run_id)
+            self._hand_off_started(run_id)
         return got_slot
+
+    def _hand_off_started(self, run_id: str) -> None:
+        """Hand off a queued run a release gave a slot to: its drive starts it. A hand-off that
+        fails saves the start instead, so that the run is due now and the sweeper drives it
+        (rather than its queue check, a minute to an hour later)."""
+        try:
+            self.hand_off_or_raise(run_id)
+        except RelayflowError:
+            _log.exception("run %s got a slot but could not be handed off", run_id)
+            self._start_queued(run_id, Work())
+
+    def _started_by_release(self, record: RunRecord, now: int) -> RunRecord:
+        """A queued run that holds its slot (a release gave it one and handed it off) as its
+        drive starts it (see ``_start_unsaved``). A queued run without a slot or past its ttl,
+        or any other run, comes back as stored. A read of the key's holders."""
+        if record.status != "queued" or record.concurrency_key is None or expired(record, now):
+            return record
+        gate = self._concurrency(record)
+        if gate is None:
+            return record
+        slots, declared = gate
+        scope = admission.stored_scope(
+            SlotScope(record.workflow_id, record.concurrency_key), declared
+        )
+        if all(holder.run_id != record.id for holder in slots.holders(scope)):
+            return record
+        return self._start_unsaved(record, now)
 
     def _free_ended_holders(
         self,
@@ -203,8 +235,8 @@ class ConcurrencyGate(EffectApplier):
     def release_slot(
         self, workflow_id: str, key: str, run_id: str, *, environment: str
     ) -> list[str]:
-        """Free ``run_id``'s slot (or queue place) under ``key`` and start the queued runs
-        that take the freed slots, handing each off to be driven; answers their ids. The
+        """Free ``run_id``'s slot (or queue place) under ``key`` and hand the queued runs that
+        take the freed slots off to be driven, which starts them; answers their ids. The
         end of a run calls it, and so does an operator freeing a stuck slot."""
         declared = self.declared_concurrency(workflow_id, environment)
         if self.slots is None or declared is None:

@@ -87,7 +87,8 @@ class DeferredStarts(ConcurrencyGate):
         """A delayed or queued run came due: start it, expire it or put its next check.
 
         Returns:
-            The run as stored when it is now ``running`` (to be driven), else None.
+            The run when it is now ``running`` (to be driven; a queued run's start is left to
+            the drive's first save, see ``_start_unsaved``), else None.
         """
         now = self.clock.now_ms()
         if expired(record, now):
@@ -144,21 +145,21 @@ class DeferredStarts(ConcurrencyGate):
         gate = self._concurrency(record)
         if gate is None or record.concurrency_key is None:
             # No longer limited (the declaration was removed): start it.
-            return self._start_queued(record.id, Work())
+            return self._start_unsaved(record, now)
         slots, declared = gate
         scope = admission.stored_scope(
             SlotScope(record.workflow_id, record.concurrency_key), declared
         )
         holders = slots.holders(scope)
         if any(holder.run_id == record.id for holder in holders):
-            saved = self._start_queued(record.id, Work())
+            saved = self._start_unsaved(record, now)
         elif any(waiting.run_id == record.id for waiting in slots.queue(scope)):
             if self._free_ended_holders(slots, scope, declared, holders, record.id):
-                saved = self._start_queued(record.id, Work())
+                saved = self._start_unsaved(record, now)
             else:
                 saved = self._next_check(record, now)
         else:
-            saved = self._admit(record)
+            saved = self._admit(record, save_start=False)
             if saved.status == "queued":
                 saved = self._next_check(saved, now)
         return saved if saved.status == "running" else None

@@ -386,15 +386,17 @@ class Engine(RunOperations, InvocationCycle):
             return self._drive_event(run_id)
 
     def _drive_event(self, run_id: str) -> RunRecord | None:
-        record = self.runs.get(run_id)
-        if record is None or record.is_terminal:
-            return record
+        stored = self.runs.get(run_id)
+        if stored is None or stored.is_terminal:
+            return stored
         now = self.clock.now_ms()
+        # A queued run is due at its queue check; before it, only a release's hand-off drives it.
+        record = stored if self._due(stored, now) else self._started_by_release(stored, now)
         if not self._needs_attention(record, now):
             if record.wake_at is not None and record.lease is None:
                 self.alarms.arm(run_id, record.wake_at)
             return record
-        self._alarm_fired(record, now)
+        self._alarm_fired(stored, now)
         with self._watching(record) as watched:
             self._run(Work([run_id], known=[record]))
             latest = watched[run_id]

@@ -23,14 +23,19 @@ class KeyOccupancy:
 
     in_use: int
     limit: int
+    #: The run holds one of them: a release gave it the slot and handed it to its drive.
+    holds_one: bool = False
 
 
 def concurrency_line(state: str, key: str | None, occupancy: KeyOccupancy | None) -> str:
     """``queued (concurrency key acme: 5 of 5 in use)``; without a key the limit covers the
-    workflow (``queued (concurrency: 5 of 5 in use)``); without occupancy just the key."""
+    workflow (``queued (concurrency: 5 of 5 in use)``); without occupancy just the key; a run
+    that holds a slot already ``queued (concurrency key acme: got a slot, starting)``."""
     scope = f"concurrency key {key}" if key else "concurrency"
     if occupancy is None:
         return f"{state} ({scope})"
+    if occupancy.holds_one:
+        return f"{state} ({scope}: got a slot, starting)"
     return f"{state} ({scope}: {occupancy.in_use} of {occupancy.limit} in use)"
 
 

@@ -174,7 +174,7 @@ class RunStream:
         """
         run = self._get(run_id)
         feed = journal_feed(run)
-        quiet = len(feed) <= after and run.status == (seen_status or run.status)
+        quiet = len(feed) <= after and seen_status in (None, run.status)
         if quiet and not is_terminal(run.status) and wait_ms > 0:
             run, feed = self._wait(run, after, wait_ms)
         return RunStreamView(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
-from relayflow.core.deferred import end_unstarted, expired, queued, started
+from relayflow.core.deferred import end_unstarted, queued, started
 from relayflow.core.effects import Transition
 from relayflow.core.interventions import cancel
 from relayflow.core.record import NOT_STARTED, RunRecord
@@ -173,10 +173,10 @@ class ConcurrencyGate(EffectApplier):
             if run_id == kept:
                 got_slot = True
                 continue
-            self._hand_off_started(run_id)
+            self._hand_off_to_start(run_id)
         return got_slot
 
-    def _hand_off_started(self, run_id: str) -> None:
+    def _hand_off_to_start(self, run_id: str) -> None:
         """Hand off a queued run a release gave a slot to: its drive starts it. A hand-off that
         fails saves the start instead, so that the run is due now and the sweeper drives it
         (rather than its queue check, a minute to an hour later)."""
@@ -187,21 +187,29 @@ class ConcurrencyGate(EffectApplier):
             self._start_queued(run_id, Work())
 
     def _started_by_release(self, record: RunRecord, now: int) -> RunRecord:
-        """A queued run that holds its slot (a release gave it one and handed it off) as its
-        drive starts it (see ``_start_unsaved``). A queued run without a slot or past its ttl,
-        or any other run, comes back as stored. A read of the key's holders."""
-        if record.status != "queued" or record.concurrency_key is None or expired(record, now):
+        """A queued run not yet due that holds its slot (a release gave it one and handed it
+        off) as its drive starts it (see ``_start_unsaved``). A queued run without a slot, or
+        any other run, comes back as stored. A read of the key's holders. (A run past its ttl
+        is due: its alarm expires it.)"""
+        queue = self._queue_of(record) if record.status == "queued" else None
+        if queue is None:
             return record
-        gate = self._concurrency(record)
-        if gate is None:
-            return record
-        slots, declared = gate
-        scope = admission.stored_scope(
-            SlotScope(record.workflow_id, record.concurrency_key), declared
-        )
+        slots, _, scope = queue
         if all(holder.run_id != record.id for holder in slots.holders(scope)):
             return record
         return self._start_unsaved(record, now)
+
+    def _queue_of(
+        self, record: RunRecord
+    ) -> tuple[ConcurrencySlots, Concurrency, SlotScope] | None:
+        """The slots, the declared concurrency and the stored scope the run's key is limited
+        by (None when its workflow is no longer limited)."""
+        gate = self._concurrency(record)
+        if gate is None or record.concurrency_key is None:
+            return None
+        slots, declared = gate
+        key_scope = SlotScope(record.workflow_id, record.concurrency_key)
+        return slots, declared, admission.stored_scope(key_scope, declared)
 
     def _free_ended_holders(
         self,

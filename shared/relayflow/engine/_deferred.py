@@ -23,7 +23,6 @@ from relayflow.core.record import RunRecord
 from relayflow.core.trigger import TriggerSpec
 from relayflow.engine._base import Work
 from relayflow.engine._concurrency import ConcurrencyGate
-from relayflow.flow import admission
 from relayflow.flow.errors import FlowControlError
 from relayflow.flow.keys import resolve_key
 from relayflow.flow.ports import Debouncer, SlotScope
@@ -142,14 +141,11 @@ class DeferredStarts(ConcurrencyGate):
         return self.debouncer.close(scope, record.id, now_ms=now)
 
     def _check_queued(self, record: RunRecord, now: int) -> RunRecord | None:
-        gate = self._concurrency(record)
-        if gate is None or record.concurrency_key is None:
+        queue = self._queue_of(record)
+        if queue is None:
             # No longer limited (the declaration was removed): start it.
             return self._start_unsaved(record, now)
-        slots, declared = gate
-        scope = admission.stored_scope(
-            SlotScope(record.workflow_id, record.concurrency_key), declared
-        )
+        slots, declared, scope = queue
         holders = slots.holders(scope)
         if any(holder.run_id == record.id for holder in holders):
             saved = self._start_unsaved(record, now)
